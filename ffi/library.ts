@@ -1,0 +1,116 @@
+/**
+ * Finds and opens the llama.cpp shared libraries once per process.
+ *
+ * Order of discovery: `HEARTH_LLAMA_LIB_DIR`, then an explicit directory given by the caller (the
+ * compiled binary unpacks its embedded copy and passes that), then the prebuilt CPU build of
+ * `@node-llama-cpp/linux-x64@3.22.1` in the project's `node_modules`. ggml's backends must be
+ * registered (`ggml_backend_load_all_from_path`) before `llama_backend_init`, or llama.cpp finds no
+ * CPU device at all.
+ *
+ * @example
+ * ```ts
+ * import { openLlama } from "./library.ts";
+ * const llama = openLlama();
+ * llama.sym.llama_vocab_n_tokens; // bound symbols
+ * ```
+ * @module
+ */
+import { type GgmlSymbols, ggmlSymbols, type LlamaSymbols, llamaSymbols } from "./symbols.ts";
+
+/** An opened llama.cpp build. */
+export type Llama = {
+  dir: string;
+  sym: LlamaSymbols;
+  ggml: GgmlSymbols;
+  /** Recent warning/error lines llama.cpp logged, newest last (for error messages). */
+  recentLog: string[];
+};
+
+/** Where the prebuilt CPU libraries sit inside the npm package. */
+export const PREBUILT_SUBDIR = "node_modules/@node-llama-cpp/linux-x64/bins/linux-x64";
+export const LLAMA_LIB = "libllama.v0.5.0.so";
+export const GGML_LIB = "libggml.v0.5.0.so";
+
+let opened: Llama | undefined;
+
+/** The project root (this file lives in `<root>/ffi/`). */
+export function projectRoot(): string {
+  return new URL("..", import.meta.url).pathname.replace(/\/$/, "");
+}
+
+/** Picks the directory holding `libllama`, or explains what is missing. */
+export function findLibraryDir(explicit?: string): string {
+  const candidates = [
+    Deno.env.get("HEARTH_LLAMA_LIB_DIR"),
+    explicit,
+    `${projectRoot()}/${PREBUILT_SUBDIR}`,
+  ].filter((d): d is string => !!d);
+  for (const dir of candidates) {
+    try {
+      Deno.statSync(`${dir}/${LLAMA_LIB}`);
+      return dir;
+    } catch {
+      // try the next candidate
+    }
+  }
+  throw new Error(
+    `llama.cpp library ${LLAMA_LIB} not found (looked in ${candidates.join(", ")}); ` +
+      "run `deno install` or set HEARTH_LLAMA_LIB_DIR",
+  );
+}
+
+const LOG_WARN = 3;
+const LOG_CONT = 5;
+
+/** Opens the libraries (first call) and returns the shared handle. */
+export function openLlama(explicitDir?: string): Llama {
+  if (opened) return opened;
+  const dir = findLibraryDir(explicitDir);
+  // libllama first so its logger (which also routes ggml's) is set before backends announce
+  // themselves on stderr.
+  const sym = Deno.dlopen(`${dir}/${LLAMA_LIB}`, llamaSymbols).symbols;
+  const ggml = Deno.dlopen(`${dir}/${GGML_LIB}`, ggmlSymbols).symbols;
+  const llama: Llama = { dir, sym, ggml, recentLog: [] };
+  installLogger(llama);
+  ggml.ggml_backend_load_all_from_path(cString(dir));
+  if (Number(ggml.ggml_backend_dev_count()) === 0) {
+    throw new Error(`no ggml backend device could be loaded from ${dir}`);
+  }
+  sym.llama_backend_init();
+  opened = llama;
+  return llama;
+}
+
+// llama.cpp logs from worker threads during nonblocking calls, so the callback must be
+// thread-safe; it is unref'd so it never keeps the process alive on its own. Output is quiet by
+// default (HEARTH_LLAMA_LOG=1 shows it); warnings are kept for error messages.
+function installLogger(llama: Llama): void {
+  const verbose = Deno.env.get("HEARTH_LLAMA_LOG") === "1";
+  let lastLevel = 0;
+  const cb = Deno.UnsafeCallback.threadSafe(
+    { parameters: ["i32", "pointer", "pointer"], result: "void" } as const,
+    (level: number, text: Deno.PointerValue) => {
+      const effective = level === LOG_CONT ? lastLevel : level;
+      lastLevel = effective;
+      if (!text) return;
+      const line = Deno.UnsafePointerView.getCString(text);
+      if (effective >= LOG_WARN) {
+        llama.recentLog.push(line.trimEnd());
+        if (llama.recentLog.length > 50) llama.recentLog.shift();
+      }
+      if (verbose) Deno.stderr.writeSync(new TextEncoder().encode(line));
+    },
+  );
+  cb.unref();
+  llama.sym.llama_log_set(cb.pointer, null);
+}
+
+const encoder = new TextEncoder();
+
+/** A NUL-terminated UTF-8 copy of `s`, for `const char *` parameters. */
+export function cString(s: string): Uint8Array<ArrayBuffer> {
+  const bytes = encoder.encode(s);
+  const out = new Uint8Array(bytes.length + 1);
+  out.set(bytes);
+  return out;
+}

@@ -1,0 +1,334 @@
+/**
+ * The `serve` flags of DESIGN.md section 3: one table drives parsing, validation (Zod), `--help`
+ * and the start-up refusal of flags whose feature this build cannot do. Parsing never exits; it
+ * returns a one-line message that `main.ts` prints before exiting with status 2.
+ *
+ * @example
+ * ```ts
+ * import { parseServeArgs } from "./flags.ts";
+ * const r = parseServeArgs(["--port", "9000", "--model", "tiny.gguf"], {});
+ * if (r.ok) r.config.port; // 9000
+ * ```
+ * @module
+ */
+import { z } from "zod";
+
+export const ISQ_TYPES = ["q2k", "q3k", "q4k", "q5k", "q6k", "q8_0"] as const;
+export const KV_DTYPES = [
+  "auto",
+  "f32",
+  "f16",
+  "bf16",
+  "q8_0",
+  "q4_0",
+  "q4_1",
+  "q5_0",
+  "q5_1",
+  "iq4_nl",
+] as const;
+export const DTYPES = ["auto", "bf16", "f16", "f32"] as const;
+
+const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
+  z.string().regex(/^-?\d+$/, "must be an integer").transform(Number).pipe(
+    z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`),
+  );
+const text = z.string().min(1, "must not be empty");
+const intList = z.string().regex(/^\d+(,\d+)*$/, "must be a comma-separated list of integers")
+  .transform((s) => s.split(",").map(Number));
+
+/** One flag: its names, value schema (absent for booleans), help, and default shown in help. */
+type FlagSpec = {
+  key: keyof ServeConfig;
+  names: string[];
+  schema?: z.ZodType;
+  help: string;
+  meta?: string;
+};
+
+export type ServeConfig = {
+  model?: string;
+  modelFile?: string;
+  isq?: (typeof ISQ_TYPES)[number];
+  kvcacheDtype: (typeof KV_DTYPES)[number];
+  dtype: (typeof DTYPES)[number];
+  chatTemplate?: string;
+  mtp: number;
+  port: number;
+  host: string;
+  uiServer: boolean;
+  uiPort: number;
+  maxBatch: number;
+  maxSeqLen?: number;
+  graphBatch?: number[];
+  numRanks: number;
+  localNumRanks?: number;
+  rankOffset: number;
+  masterAddr?: string;
+  pdConfig?: string;
+  mcpConfig?: string;
+  apiKey?: string;
+  dataDir: string;
+  agentsConfig?: string;
+  threads?: number;
+  help: boolean;
+};
+
+export const FLAGS: FlagSpec[] = [
+  {
+    key: "model",
+    names: ["--m", "--model"],
+    schema: text,
+    meta: "ID|DIR|FILE",
+    help: "hub id owner/repo, a local directory, or a .gguf path (default: built-in demo model)",
+  },
+  {
+    key: "modelFile",
+    names: ["--f", "--model-file"],
+    schema: text,
+    meta: "NAME",
+    help: "GGUF file name inside the repo or directory",
+  },
+  {
+    key: "isq",
+    names: ["--isq"],
+    schema: z.enum(ISQ_TYPES),
+    meta: ISQ_TYPES.join("|"),
+    help: "quantize an F16/BF16/F32 model at load (cached)",
+  },
+  {
+    key: "kvcacheDtype",
+    names: ["--kvcache-dtype"],
+    schema: z.enum(KV_DTYPES),
+    meta: "auto|f16|bf16|q8_0|q4_0|...",
+    help: "KV cache type (llama.cpp type_k/type_v); auto = f16",
+  },
+  {
+    key: "dtype",
+    names: ["--dtype"],
+    schema: z.enum(DTYPES),
+    meta: DTYPES.join("|"),
+    help: "weight dtype to load an unquantized model as; auto = as stored",
+  },
+  {
+    key: "chatTemplate",
+    names: ["--chat-template"],
+    schema: text,
+    meta: "FILE",
+    help: "Jinja chat template file (overrides the model's)",
+  },
+  {
+    key: "mtp",
+    names: ["--mtp"],
+    schema: int(0, 64),
+    meta: "N",
+    help: "draft tokens per step for speculative decoding; 0 = off",
+  },
+  { key: "port", names: ["--port"], schema: int(1, 65535), meta: "PORT", help: "HTTP port (8000)" },
+  { key: "host", names: ["--host"], schema: text, meta: "ADDR", help: "bind address (0.0.0.0)" },
+  { key: "uiServer", names: ["--ui-server"], help: "also serve the web UI on --ui-port" },
+  {
+    key: "uiPort",
+    names: ["--ui-port"],
+    schema: int(1, 65535),
+    meta: "PORT",
+    help: "web UI port (8001)",
+  },
+  {
+    key: "maxBatch",
+    names: ["--max-batch"],
+    schema: int(1, 256),
+    meta: "N",
+    help: "concurrent sequences (32)",
+  },
+  {
+    key: "maxSeqLen",
+    names: ["--max-seq-len"],
+    schema: int(16),
+    meta: "N",
+    help: "context per sequence (default: the model's)",
+  },
+  {
+    key: "graphBatch",
+    names: ["--graph-batch"],
+    schema: intList,
+    meta: "N,N,...",
+    help: "GPU graph batch sizes",
+  },
+  { key: "numRanks", names: ["--num-ranks"], schema: int(1, 1024), meta: "N", help: "GPUs in all" },
+  {
+    key: "localNumRanks",
+    names: ["--local-num-ranks"],
+    schema: int(1, 1024),
+    meta: "N",
+    help: "GPUs on this node",
+  },
+  {
+    key: "rankOffset",
+    names: ["--rank-offset"],
+    schema: int(0, 1024),
+    meta: "N",
+    help: "first rank of this node",
+  },
+  {
+    key: "masterAddr",
+    names: ["--master-addr"],
+    schema: text,
+    meta: "HOST:PORT",
+    help: "rendezvous address of a multi-node run",
+  },
+  {
+    key: "pdConfig",
+    names: ["--pd-config"],
+    schema: text,
+    meta: "FILE",
+    help: "prefill/decode split (JSON)",
+  },
+  {
+    key: "mcpConfig",
+    names: ["--mcp-config"],
+    schema: text,
+    meta: "FILE",
+    help: 'MCP servers (JSON {"mcpServers": {...}})',
+  },
+  {
+    key: "apiKey",
+    names: ["--api-key"],
+    schema: text,
+    meta: "KEY",
+    help: "require Bearer or x-api-key on inference routes",
+  },
+  {
+    key: "dataDir",
+    names: ["--data-dir"],
+    schema: text,
+    meta: "DIR",
+    help: "cache, state and files (~/.cache/hearth)",
+  },
+  {
+    key: "agentsConfig",
+    names: ["--agents-config"],
+    schema: text,
+    meta: "FILE",
+    help: "agents for the event channel (JSON)",
+  },
+  {
+    key: "threads",
+    names: ["--threads"],
+    schema: int(1, 1024),
+    meta: "N",
+    help: "CPU threads for llama.cpp (default: all cores)",
+  },
+  { key: "help", names: ["-h", "--help"], help: "show this help" },
+];
+
+export function defaultConfig(env: Record<string, string | undefined>): ServeConfig {
+  return {
+    kvcacheDtype: "auto",
+    dtype: "auto",
+    mtp: 0,
+    port: 8000,
+    host: "0.0.0.0",
+    uiServer: false,
+    uiPort: 8001,
+    maxBatch: 32,
+    numRanks: 1,
+    rankOffset: 0,
+    dataDir: `${env.HOME ?? "."}/.cache/hearth`,
+    help: false,
+  };
+}
+
+export type ParseResult = { ok: true; config: ServeConfig } | { ok: false; message: string };
+
+/** Parses `serve` argv (`--flag value` or `--flag=value`). */
+export function parseServeArgs(
+  argv: string[],
+  env: Record<string, string | undefined>,
+): ParseResult {
+  const config: Record<string, unknown> = { ...defaultConfig(env) };
+  const seen = new Set<string>();
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    const eq = arg.startsWith("--") ? arg.indexOf("=") : -1;
+    const name = eq > 0 ? arg.slice(0, eq) : arg;
+    const spec = FLAGS.find((f) => f.names.includes(name));
+    if (!spec) {
+      return {
+        ok: false,
+        message: arg.startsWith("-")
+          ? `unknown flag ${name} (see --help)`
+          : `unexpected argument ${JSON.stringify(arg)} (see --help)`,
+      };
+    }
+    if (seen.has(spec.key)) return { ok: false, message: `${name} given twice` };
+    seen.add(spec.key);
+    if (!spec.schema) {
+      if (eq > 0) return { ok: false, message: `${name} takes no value` };
+      config[spec.key] = true;
+      continue;
+    }
+    let raw: string | undefined;
+    if (eq > 0) raw = arg.slice(eq + 1);
+    else {
+      raw = argv[i + 1];
+      if (raw === undefined || (raw.startsWith("--") && raw.length > 2)) {
+        return { ok: false, message: `${name} needs a value (${spec.meta ?? "VALUE"})` };
+      }
+      i++;
+    }
+    const parsed = spec.schema.safeParse(raw);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      const why = issue.code === "invalid_value" ? `must be one of ${spec.meta}` : issue.message;
+      return { ok: false, message: `${name} ${JSON.stringify(raw)}: ${why}` };
+    }
+    config[spec.key] = parsed.data;
+  }
+  return { ok: true, config: config as ServeConfig };
+}
+
+/**
+ * The first flag this build cannot honour, as a one-line reason, or undefined. Checked at start-up
+ * so an unsupported request is refused loudly instead of being ignored.
+ */
+export function unsupportedFlag(
+  c: ServeConfig,
+  gpu: boolean,
+  env: Record<string, string | undefined> = {},
+): string | undefined {
+  if (env.HEARTH_CHAT_LOGGER === "1") {
+    return "HEARTH_CHAT_LOGGER=1 (request/reply logging) is not implemented yet";
+  }
+  if (env.HEARTH_SSE_BUFFER_SIZE) {
+    return "HEARTH_SSE_BUFFER_SIZE (bounded SSE buffers) is not implemented yet";
+  }
+  if (c.graphBatch && !gpu) return "--graph-batch needs a GPU build; this build runs on CPU only";
+  if (c.numRanks > 1 || (c.localNumRanks ?? 1) > 1 || c.rankOffset > 0 || c.masterAddr) {
+    return "multi-GPU / multi-node ranks (--num-ranks, --local-num-ranks, --rank-offset, " +
+      "--master-addr) are not supported by this build: it runs one rank";
+  }
+  if (c.mtp > 0) return "--mtp (speculative decoding) is not implemented yet";
+  if (c.pdConfig) return "--pd-config (prefill/decode split) is not implemented yet";
+  if (c.mcpConfig) return "--mcp-config is not implemented yet";
+  if (c.uiServer) return "--ui-server (web UI) is not implemented yet";
+  if (c.agentsConfig) return "--agents-config (agent event channel) is not implemented yet";
+  return undefined;
+}
+
+/** `--help` text, generated from the table so it never drifts from the parser. */
+export function helpText(): string {
+  const rows = FLAGS.map((f) => {
+    const left = `  ${f.names.join(", ")}${f.meta ? ` ${f.meta}` : ""}`;
+    return `${left.padEnd(40)} ${f.help}`;
+  });
+  return [
+    "Usage: hearth serve [flags]",
+    "       hearth make-model --preset tiny|small --out PATH [--embedding] [--dtype f32|f16|q8_0]",
+    "",
+    "Flags of serve:",
+    ...rows,
+    "",
+    "Environment: HF_TOKEN, HF_ENDPOINT, HEARTH_LLAMA_LIB_DIR, HEARTH_CHAT_LOGGER, " +
+    "HEARTH_SSE_BUFFER_SIZE, CUDA_VISIBLE_DEVICES",
+  ].join("\n");
+}

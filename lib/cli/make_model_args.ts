@@ -1,0 +1,49 @@
+/**
+ * Flags of `make-model`: `--preset tiny|small --out PATH [--embedding] [--dtype f32|f16|q8_0]
+ * [--seed N]`, validated with Zod like the serve flags.
+ *
+ * @example
+ * ```ts
+ * import { parseMakeModelArgs } from "./make_model_args.ts";
+ * parseMakeModelArgs(["--preset", "tiny", "--out", "t.gguf"]); // { ok: true, options: {...} }
+ * ```
+ * @module
+ */
+import { z } from "zod";
+
+const schema = z.strictObject({
+  preset: z.enum(["tiny", "small"], "--preset must be tiny or small"),
+  out: z.string("--out PATH is required").min(1, "--out must not be empty"),
+  embedding: z.boolean().optional(),
+  dtype: z.enum(["f32", "f16", "q8_0"], "--dtype must be f32, f16 or q8_0").optional(),
+  seed: z.string().regex(/^\d+$/, "--seed must be a non-negative integer").transform(Number)
+    .optional(),
+});
+
+export type MakeModelOptions = z.output<typeof schema>;
+
+export function parseMakeModelArgs(
+  argv: string[],
+): { ok: true; options: MakeModelOptions } | { ok: false; message: string } {
+  const raw: Record<string, string | boolean> = {};
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    const [name, inline] = arg.startsWith("--") && arg.includes("=")
+      ? [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)]
+      : [arg, undefined];
+    const key = name.replace(/^--/, "");
+    if (!["preset", "out", "embedding", "dtype", "seed"].includes(key) || !name.startsWith("--")) {
+      return { ok: false, message: `make-model: unknown argument ${name}` };
+    }
+    if (key === "embedding") {
+      raw.embedding = true;
+      continue;
+    }
+    const value = inline ?? argv[++i];
+    if (value === undefined) return { ok: false, message: `make-model: ${name} needs a value` };
+    raw[key] = value;
+  }
+  const r = schema.safeParse(raw);
+  if (!r.success) return { ok: false, message: `make-model: ${r.error.issues[0].message}` };
+  return { ok: true, options: r.data };
+}

@@ -1,0 +1,333 @@
+/**
+ * The generation scheduler: owns the llama context and is the only caller of `llama_decode`.
+ * Every step packs one token for each generating sequence plus prefill chunks of admitted prompts
+ * into a single batch (a token budget keeps long prompts from stalling running streams), decodes
+ * it off the event loop, then samples each sequence that produced logits. A sequence whose
+ * consumer went away is dropped before the next step and its KV cells freed.
+ *
+ * @example
+ * ```ts
+ * import { createScheduler } from "./scheduler.ts";
+ * const engine = createScheduler(model);
+ * for await (const ev of engine.submit({ prompt, maxTokens: 16, sampling, stop: [], ignoreEos: false })) {
+ *   if (ev.type === "text") console.log(ev.text);
+ * }
+ * ```
+ * @module
+ */
+import {
+  type Batch,
+  decode,
+  memorySeqRm,
+  newBatch,
+  samplerFree,
+  type SamplerPtr,
+  samplerSample,
+  setBatchSize,
+  tokenToPiece,
+} from "../../ffi/mod.ts";
+import { type Channel, newChannel } from "./channel.ts";
+import type { EngineModel } from "./model.ts";
+import { buildSamplerChain, type Sampling } from "./sampling.ts";
+import { flushText, newStopMatcher, pushText, type StopMatcher } from "./stop.ts";
+
+export type GenRequest = {
+  prompt: Int32Array;
+  maxTokens: number;
+  sampling: Sampling;
+  stop: string[];
+  ignoreEos: boolean;
+  signal?: AbortSignal;
+};
+
+export type FinishReason = "stop" | "length";
+
+export type GenEvent =
+  | { type: "text"; text: string }
+  | {
+    type: "done";
+    finishReason: FinishReason;
+    promptTokens: number;
+    completionTokens: number;
+  }
+  | { type: "error"; message: string };
+
+/** A request the engine refuses before it starts (bad input or no room): carries an HTTP-ish kind. */
+export type EngineRefusal = Error & { kind: "too_long" | "busy" | "invalid" };
+
+export function refusal(kind: EngineRefusal["kind"], message: string): EngineRefusal {
+  return Object.assign(new Error(message), { kind });
+}
+
+export function isRefusal(e: unknown): e is EngineRefusal {
+  return e instanceof Error && "kind" in e;
+}
+
+export type EngineStats = {
+  running: number;
+  waiting: number;
+  promptTokensTotal: number;
+  generatedTokensTotal: number;
+  decodeSteps: number;
+};
+
+export type Scheduler = {
+  model: EngineModel;
+  /** Starts a generation; throws an `EngineRefusal` when it cannot be accepted. */
+  submit(req: GenRequest): AsyncIterable<GenEvent>;
+  stats(): EngineStats;
+  /** Resolves once no sequence is running or waiting. */
+  idle(): Promise<void>;
+};
+
+type Seq = {
+  slot: number;
+  req: GenRequest;
+  out: Channel<GenEvent>;
+  chain?: SamplerPtr;
+  fed: number; // prompt tokens already in the KV cache
+  pos: number; // next position
+  pending: number; // sampled token not yet decoded (-1 none)
+  logitIndex: number; // batch row to sample from after this step (-1 none)
+  generated: number;
+  utf8: TextDecoder;
+  stop: StopMatcher;
+};
+
+export type SchedulerOptions = {
+  /** Tokens per decode step (decode tokens first, prompt chunks fill the rest). */
+  stepBudget?: number;
+  /** Requests allowed to wait for a free sequence before `busy` refusals. */
+  maxWaiting?: number;
+};
+
+export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Scheduler {
+  const budget = Math.min(opts.stepBudget ?? m.nBatch, m.nBatch);
+  const maxWaiting = opts.maxWaiting ?? 1024;
+  const batch: Batch = newBatch(budget);
+  const freeSlots = Array.from({ length: m.maxBatch }, (_, i) => m.maxBatch - 1 - i);
+  const running: Seq[] = [];
+  const waiting: Seq[] = [];
+  const stats = { promptTokensTotal: 0, generatedTokensTotal: 0, decodeSteps: 0 };
+  let looping = false;
+  let idleWaiters: (() => void)[] = [];
+
+  function submit(req: GenRequest): AsyncIterable<GenEvent> {
+    if (req.prompt.length === 0) throw refusal("invalid", "the prompt is empty (0 tokens)");
+    if (req.prompt.length >= m.nCtxSeq) {
+      throw refusal(
+        "too_long",
+        `the prompt has ${req.prompt.length} tokens but the context per sequence is ` +
+          `${m.nCtxSeq} tokens (it must leave room for at least one generated token)`,
+      );
+    }
+    if (waiting.length >= maxWaiting) {
+      throw refusal("busy", `the queue is full (${waiting.length} requests waiting)`);
+    }
+    const seq: Seq = {
+      slot: -1,
+      req,
+      out: newChannel<GenEvent>(() => wakeLoop()),
+      fed: 0,
+      pos: 0,
+      pending: -1,
+      logitIndex: -1,
+      generated: 0,
+      utf8: new TextDecoder("utf-8"),
+      stop: newStopMatcher(req.stop),
+    };
+    req.signal?.addEventListener("abort", () => wakeLoop(), { once: true });
+    if (req.maxTokens <= 0) {
+      seq.out.push(done(seq, "length"));
+      seq.out.close();
+      return seq.out.iterable;
+    }
+    waiting.push(seq);
+    wakeLoop();
+    return seq.out.iterable;
+  }
+
+  function done(seq: Seq, finishReason: FinishReason): GenEvent {
+    return {
+      type: "done",
+      finishReason,
+      promptTokens: seq.req.prompt.length,
+      completionTokens: seq.generated,
+    };
+  }
+
+  function gone(seq: Seq): boolean {
+    return seq.out.cancelled || !!seq.req.signal?.aborted;
+  }
+
+  function release(seq: Seq): void {
+    if (seq.chain) samplerFree(m.llama, seq.chain);
+    seq.chain = undefined;
+    if (seq.slot >= 0) {
+      memorySeqRm(m.llama, m.mem, seq.slot, -1, -1);
+      freeSlots.push(seq.slot);
+      seq.slot = -1;
+    }
+    const i = running.indexOf(seq);
+    if (i >= 0) running.splice(i, 1);
+  }
+
+  function finish(seq: Seq, reason: FinishReason): void {
+    const tail = seq.utf8.decode();
+    const { emit } = pushText(seq.stop, tail);
+    const rest = emit + flushText(seq.stop);
+    if (rest) seq.out.push({ type: "text", text: rest });
+    seq.out.push(done(seq, reason));
+    seq.out.close();
+    release(seq);
+  }
+
+  function fail(seq: Seq, message: string): void {
+    seq.out.push({ type: "error", message });
+    seq.out.close();
+    release(seq);
+  }
+
+  function admit(): void {
+    while (waiting.length > 0 && freeSlots.length > 0) {
+      const seq = waiting.shift()!;
+      if (gone(seq)) {
+        seq.out.close();
+        continue;
+      }
+      seq.slot = freeSlots.pop()!;
+      try {
+        seq.chain = buildSamplerChain(
+          m.llama,
+          m.nVocab,
+          seq.req.sampling,
+          seq.req.ignoreEos ? m.eogTokens : [],
+        );
+      } catch (e) {
+        fail(seq, `could not build the sampler: ${(e as Error).message}`);
+        continue;
+      }
+      // A slot may still hold cells from an earlier owner if a removal failed; start clean.
+      memorySeqRm(m.llama, m.mem, seq.slot, -1, -1);
+      running.push(seq);
+    }
+  }
+
+  /** Fills the batch; returns its size. */
+  function pack(): number {
+    let n = 0;
+    for (const seq of running) {
+      seq.logitIndex = -1;
+      if (seq.pending >= 0) {
+        put(n, seq.pending, seq.pos, seq.slot, true);
+        seq.logitIndex = n++;
+        seq.pos++;
+        seq.pending = -1;
+      }
+    }
+    for (const seq of running) {
+      if (n >= budget) break;
+      const left = seq.req.prompt.length - seq.fed;
+      if (left <= 0 || seq.logitIndex >= 0) continue;
+      const take = Math.min(left, budget - n);
+      for (let k = 0; k < take; k++) {
+        const last = seq.fed + k === seq.req.prompt.length - 1;
+        put(n, seq.req.prompt[seq.fed + k], seq.pos, seq.slot, last);
+        if (last) seq.logitIndex = n;
+        n++;
+        seq.pos++;
+      }
+      seq.fed += take;
+      stats.promptTokensTotal += take;
+    }
+    setBatchSize(batch, n);
+    return n;
+  }
+
+  function put(i: number, token: number, pos: number, seq: number, logits: boolean): void {
+    batch.token[i] = token;
+    batch.pos[i] = pos;
+    batch.seqId[i] = seq;
+    batch.logits[i] = logits ? 1 : 0;
+  }
+
+  function sampleAll(): void {
+    for (const seq of [...running]) {
+      if (seq.logitIndex < 0) continue;
+      if (gone(seq)) continue;
+      const token = samplerSample(m.llama, seq.chain!, m.ctx, seq.logitIndex);
+      if (!seq.req.ignoreEos && m.eogTokens.includes(token)) {
+        finish(seq, "stop");
+        continue;
+      }
+      seq.generated++;
+      stats.generatedTokensTotal++;
+      const text = seq.utf8.decode(tokenToPiece(m.llama, m.vocab, token, false), {
+        stream: true,
+      });
+      const { emit, stopped } = pushText(seq.stop, text);
+      if (emit) seq.out.push({ type: "text", text: emit });
+      if (stopped) finish(seq, "stop");
+      else if (seq.generated >= seq.req.maxTokens || seq.pos + 1 >= m.nCtxSeq) {
+        finish(seq, "length");
+      } else seq.pending = token;
+    }
+  }
+
+  async function loop(): Promise<void> {
+    looping = true;
+    try {
+      while (running.length || waiting.length) {
+        for (const seq of [...running]) if (gone(seq)) release(seq);
+        for (const seq of waiting.filter(gone)) {
+          waiting.splice(waiting.indexOf(seq), 1);
+          seq.out.close();
+        }
+        admit();
+        const n = pack();
+        if (n === 0) {
+          if (!running.length && !waiting.length) break;
+          // Everything left is waiting for a slot that a cancelled consumer has not freed yet.
+          await new Promise((r) => setTimeout(r, 1));
+          continue;
+        }
+        const rc = await decode(m.llama, m.ctx, batch);
+        stats.decodeSteps++;
+        if (rc !== 0) {
+          // Only the sequences in this batch are affected; each is failed and its cells freed.
+          const why = rc === 1
+            ? "no room left in the KV cache for this step"
+            : `llama_decode failed (${rc})`;
+          for (const seq of [...running]) fail(seq, why);
+          continue;
+        }
+        sampleAll();
+      }
+    } finally {
+      looping = false;
+      const ws = idleWaiters;
+      idleWaiters = [];
+      for (const w of ws) w();
+    }
+  }
+
+  function wakeLoop(): void {
+    if (!looping && (running.length || waiting.length)) {
+      loop().catch((e) => {
+        for (const seq of [...running, ...waiting.splice(0)]) {
+          fail(seq, `engine error: ${(e as Error).message}`);
+        }
+      });
+    }
+  }
+
+  return {
+    model: m,
+    submit,
+    stats: () => ({ running: running.length, waiting: waiting.length, ...stats }),
+    idle: () =>
+      looping || running.length || waiting.length
+        ? new Promise<void>((r) => idleWaiters.push(r))
+        : Promise.resolve(),
+  };
+}

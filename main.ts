@@ -1,0 +1,145 @@
+/**
+ * Hearth's command-line entry: `serve` (the HTTP server) and `make-model` (writes a GGUF test
+ * model). Bad flags exit with status 2 and one line; so does a flag this build cannot honour.
+ *
+ * @example
+ * ```sh
+ * deno run -A main.ts serve --port 8000 --model ./model.gguf
+ * deno run -A main.ts make-model --preset tiny --out /tmp/tiny.gguf
+ * ```
+ * @module
+ */
+import { helpText, parseServeArgs, unsupportedFlag } from "./lib/cli/flags.ts";
+import { parseMakeModelArgs } from "./lib/cli/make_model_args.ts";
+import { compileTemplate } from "./lib/chat/template.ts";
+import { loadEngineModel } from "./lib/engine/model.ts";
+import { createScheduler } from "./lib/engine/scheduler.ts";
+import { newServerState } from "./lib/engine/state.ts";
+import { makeModel } from "./lib/gguf/mod.ts";
+import { resolveModel } from "./lib/models/resolve.ts";
+import { createApp } from "./routes/app.ts";
+
+function die(message: string, code = 2): never {
+  console.error(`hearth: ${message}`);
+  Deno.exit(code);
+}
+
+async function serve(argv: string[]): Promise<void> {
+  const parsed = parseServeArgs(argv, Deno.env.toObject());
+  if (!parsed.ok) die(parsed.message);
+  const config = parsed.config;
+  if (config.help) {
+    console.log(helpText());
+    return;
+  }
+  const unsupported = unsupportedFlag(config, false, Deno.env.toObject());
+  if (unsupported) die(unsupported);
+
+  let template;
+  if (config.chatTemplate) {
+    let source: string;
+    try {
+      source = await Deno.readTextFile(config.chatTemplate);
+    } catch (e) {
+      die(`--chat-template ${config.chatTemplate}: ${(e as Error).message}`);
+    }
+    try {
+      template = compileTemplate(source);
+    } catch (e) {
+      die(
+        `--chat-template ${config.chatTemplate}: not a valid Jinja template: ${
+          (e as Error).message
+        }`,
+      );
+    }
+  }
+
+  let resolved;
+  try {
+    resolved = await resolveModel(config);
+  } catch (e) {
+    die((e as Error).message);
+  }
+  if (resolved.source === "demo") {
+    console.error(
+      "hearth: no --model given: serving the built-in demo model (random weights: its output is noise)",
+    );
+  }
+
+  const state = newServerState(resolved.id, config.apiKey);
+  state.template = template;
+  const app = createApp(state);
+  const server = Deno.serve({
+    hostname: config.host,
+    port: config.port,
+    onListen: ({ hostname, port }) =>
+      console.error(`hearth: listening on http://${hostname}:${port} (model ${resolved.id})`),
+  }, app.fetch);
+
+  const stop = async () => {
+    await server.shutdown();
+    Deno.exit(0);
+  };
+  Deno.addSignalListener("SIGINT", stop);
+  Deno.addSignalListener("SIGTERM", stop);
+
+  try {
+    const model = await loadEngineModel({
+      path: resolved.path,
+      maxBatch: config.maxBatch,
+      maxSeqLen: config.maxSeqLen,
+      kvType: config.kvcacheDtype,
+      threads: config.threads,
+    });
+    if (!state.template && model.info.chatTemplate) {
+      try {
+        state.template = compileTemplate(model.info.chatTemplate);
+      } catch (e) {
+        console.error(`hearth: the model's chat template does not parse: ${(e as Error).message}`);
+      }
+    }
+    state.engine = createScheduler(model);
+    console.error(
+      `hearth: model ready: ${model.info.description}, context ${model.nCtxSeq} per sequence, ` +
+        `${model.maxBatch} sequences`,
+    );
+  } catch (e) {
+    state.loadError = (e as Error).message;
+    console.error(`hearth: could not load the model: ${state.loadError}`);
+    await server.shutdown();
+    Deno.exit(1);
+  }
+}
+
+async function makeModelCommand(argv: string[]): Promise<void> {
+  const parsed = parseMakeModelArgs(argv);
+  if (!parsed.ok) die(parsed.message);
+  const t0 = performance.now();
+  await makeModel(parsed.options);
+  const size = (await Deno.stat(parsed.options.out)).size;
+  console.error(
+    `hearth: wrote ${parsed.options.out} (${parsed.options.preset}, ${
+      (size / 1e6).toFixed(1)
+    } MB) in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+  );
+}
+
+if (import.meta.main) {
+  const [command, ...rest] = Deno.args;
+  switch (command) {
+    case "serve":
+      await serve(rest);
+      break;
+    case "make-model":
+      await makeModelCommand(rest);
+      break;
+    case undefined:
+    case "-h":
+    case "--help":
+    case "help":
+      console.log(helpText());
+      break;
+    default:
+      die(`unknown command ${JSON.stringify(command)} (commands: serve, make-model; see --help)`);
+  }
+}

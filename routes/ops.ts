@@ -1,0 +1,42 @@
+/**
+ * Operational endpoints: `GET /health` (200 `{"status":"ok"}` once the model is loaded, 503 while
+ * loading or after a failed load) and `GET /props` (model, context and batch settings).
+ *
+ * @example
+ * ```ts
+ * import { opsRoutes } from "./ops.ts";
+ * app.route("/", opsRoutes(state));
+ * ```
+ * @module
+ */
+import { Hono } from "hono";
+import type { ServerState } from "../lib/engine/state.ts";
+
+export function opsRoutes(state: ServerState): Hono {
+  const app = new Hono();
+  app.get("/health", (c) => {
+    if (state.engine) return c.json({ status: "ok" });
+    if (state.loadError) return c.json({ status: "error", error: state.loadError }, 503);
+    return c.json({ status: "loading" }, 503);
+  });
+  app.get("/props", (c) => {
+    const e = state.engine;
+    if (!e) return c.json({ status: "loading" }, 503);
+    const m = e.model;
+    return c.json({
+      model: state.modelId,
+      model_path: m.path,
+      description: m.info.description,
+      n_params: m.info.nParams,
+      size_bytes: m.info.sizeBytes,
+      file_type: m.info.fileType,
+      n_ctx_train: m.info.nCtxTrain,
+      n_vocab: m.nVocab,
+      max_model_len: m.nCtxSeq,
+      max_batch: m.maxBatch,
+      n_batch: m.nBatch,
+      chat_template: state.template?.source ?? null,
+    });
+  });
+  return app;
+}

@@ -1,0 +1,88 @@
+// The command line: every bad flag or value exits 2 with one clear line; flags whose feature this
+// build cannot do are refused at start-up, never ignored; --help lists every flag.
+import assert from "node:assert/strict";
+import { FLAGS, parseServeArgs } from "../lib/cli/flags.ts";
+import { mainTs, runCommand } from "./support/server.ts";
+
+const deno = Deno.execPath();
+
+async function hearth(...args: string[]) {
+  return await runCommand([deno, "run", "-A", mainTs, ...args], {
+    env: { HEARTH_DATA_DIR_UNUSED: "1" },
+  });
+}
+
+const exitsTwo: [string[], RegExp][] = [
+  [["serve", "--bogus"], /unknown flag --bogus/],
+  [["serve", "--port", "abc"], /--port "abc": must be an integer/],
+  [["serve", "--port", "70000"], /--port "70000": must be at most 65535/],
+  [["serve", "--port"], /--port needs a value/],
+  [["serve", "--max-batch", "0"], /--max-batch "0": must be at least 1/],
+  [["serve", "--isq", "q9"], /--isq "q9": must be one of q2k\|q3k/],
+  [["serve", "--kvcache-dtype", "int3"], /--kvcache-dtype "int3": must be one of/],
+  [["serve", "--ui-server=yes"], /--ui-server takes no value/],
+  [["serve", "--port", "9000", "--port", "9001"], /--port given twice/],
+  [["serve", "stray"], /unexpected argument "stray"/],
+  [["serve", "--mtp", "2"], /--mtp .* not implemented yet/],
+  [["serve", "--graph-batch", "1,2,4"], /--graph-batch needs a GPU/],
+  [["serve", "--num-ranks", "2"], /ranks .* not supported by this build/],
+  [["serve", "--master-addr", "10.0.0.1:29500"], /not supported by this build/],
+  [["serve", "--pd-config", "pd.json"], /--pd-config .* not implemented yet/],
+  [["serve", "--ui-server"], /--ui-server .* not implemented yet/],
+  [["serve", "--agents-config", "a.json"], /--agents-config .* not implemented yet/],
+  [["serve", "--mcp-config", "m.json"], /--mcp-config is not implemented yet/],
+  [["serve", "--model", "/nonexistent/dir/model.gguf"], /nonexistent/],
+  [["serve", "--chat-template", "/nonexistent.jinja"], /--chat-template \/nonexistent.jinja/],
+  [["frobnicate"], /unknown command "frobnicate"/],
+  [["make-model", "--preset", "huge", "--out", "x.gguf"], /--preset must be tiny or small/],
+  [["make-model", "--preset", "tiny"], /--out PATH is required/],
+  [["make-model", "--preset", "tiny", "--out", "x", "--wat"], /unknown argument --wat/],
+];
+
+for (const [args, want] of exitsTwo) {
+  Deno.test(`hearth ${args.join(" ")} exits 2 with one line`, async () => {
+    const r = await hearth(...args);
+    assert.equal(r.code, 2, `exit code; stderr: ${r.stderr}`);
+    const lines = r.stderr.trim().split("\n");
+    assert.equal(lines.length, 1, `one line, got: ${r.stderr}`);
+    assert.match(lines[0], want);
+    assert.match(lines[0], /^hearth: /);
+  });
+}
+
+Deno.test("environment switches of unbuilt features are refused, not ignored", async () => {
+  for (const [k, v] of [["HEARTH_CHAT_LOGGER", "1"], ["HEARTH_SSE_BUFFER_SIZE", "65536"]]) {
+    const r = await runCommand([deno, "run", "-A", mainTs, "serve"], {
+      env: { [k]: v },
+    });
+    assert.equal(r.code, 2);
+    assert.match(r.stderr.trim(), new RegExp(`^hearth: ${k}.*not implemented yet$`));
+  }
+});
+
+Deno.test("--help lists every flag and exits 0", async () => {
+  const r = await hearth("serve", "--help");
+  assert.equal(r.code, 0);
+  for (const f of FLAGS) for (const n of f.names) assert.ok(r.stdout.includes(n), n);
+  for (const n of ["--m", "--f", "--isq", "--kvcache-dtype", "--max-batch", "--data-dir"]) {
+    assert.ok(r.stdout.includes(n), n);
+  }
+});
+
+Deno.test("parseServeArgs: defaults, aliases and = syntax", () => {
+  const r = parseServeArgs(["--m=x.gguf", "--f", "y.gguf", "--max-seq-len", "4096"], {
+    HOME: "/h",
+  });
+  assert.ok(r.ok);
+  if (!r.ok) return;
+  assert.equal(r.config.model, "x.gguf");
+  assert.equal(r.config.modelFile, "y.gguf");
+  assert.equal(r.config.maxSeqLen, 4096);
+  assert.equal(r.config.port, 8000);
+  assert.equal(r.config.host, "0.0.0.0");
+  assert.equal(r.config.maxBatch, 32);
+  assert.equal(r.config.uiPort, 8001);
+  assert.equal(r.config.dataDir, "/h/.cache/hearth");
+  const g = parseServeArgs(["--graph-batch", "1,2,8"], {});
+  assert.ok(g.ok && g.config.graphBatch?.join() === "1,2,8");
+});

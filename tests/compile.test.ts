@@ -1,0 +1,52 @@
+// The single executable: built by the same code as `deno task compile`, copied alone into an empty
+// directory, run with HOME pointing at an empty directory (so nothing cached is reused): it must
+// unpack itself, write the demo model, answer /health and a completion.
+import assert from "node:assert/strict";
+import { compile } from "../lib/build/compile.ts";
+import { startServer } from "./support/server.ts";
+
+Deno.test("compiled binary serves the demo model from an empty HOME", async () => {
+  const work = await Deno.makeTempDir({ prefix: "hearth-bin-" });
+  try {
+    const built = await compile(`${work}/build/hearth`);
+    assert.ok(built.size > 10e6, `binary size ${built.size}`);
+    console.log(`binary size: ${(built.size / 1e6).toFixed(1)} MB`);
+    await Deno.mkdir(`${work}/empty`);
+    await Deno.mkdir(`${work}/home`);
+    const bin = `${work}/empty/hearth`;
+    await Deno.copyFile(built.path, bin);
+    await Deno.chmod(bin, 0o755);
+    await Deno.remove(`${work}/build`, { recursive: true });
+    const env = { HOME: `${work}/home`, PATH: "/usr/bin:/bin" };
+    const srv = await startServer(["--max-batch", "2", "--max-seq-len", "512"], {
+      cmd: [bin],
+      env,
+      cwd: `${work}/empty`,
+      timeoutMs: 120_000,
+    });
+    try {
+      assert.match(srv.stderr(), /demo model .*noise/);
+      const health = await fetch(`${srv.url}/health`);
+      assert.deepEqual(await health.json(), { status: "ok" });
+      const r = await fetch(`${srv.url}/v1/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ prompt: "Hello", max_tokens: 5, seed: 3 }),
+      });
+      assert.equal(r.status, 200);
+      const body = await r.json();
+      assert.equal(body.model, "hearth-demo");
+      assert.equal(body.usage.completion_tokens, 5);
+    } finally {
+      await srv.stop();
+    }
+    // It unpacked into the data dir under HOME, by content hash, and wrote the demo model there.
+    const runtimes = [...Deno.readDirSync(`${work}/home/.cache/hearth/runtime`)];
+    assert.equal(runtimes.length, 1);
+    assert.match(runtimes[0].name, /^[0-9a-f]{16}$/);
+    const models = [...Deno.readDirSync(`${work}/home/.cache/hearth/models`)];
+    assert.ok(models.some((m) => m.name.endsWith(".gguf")));
+  } finally {
+    await Deno.remove(work, { recursive: true });
+  }
+});

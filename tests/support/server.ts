@@ -1,0 +1,111 @@
+/**
+ * Starts a real `hearth serve` process on a loopback port chosen here, waits for `/health`, and
+ * stops it (SIGTERM, then SIGKILL) when the test is done.
+ *
+ * @example
+ * ```ts
+ * import { startServer } from "./server.ts";
+ * await using srv = await startServer(["--model", path]);
+ * await fetch(`${srv.url}/health`);
+ * ```
+ * @module
+ */
+
+export type RunningServer = {
+  url: string;
+  port: number;
+  child: Deno.ChildProcess;
+  stderr: () => string;
+  stop: () => Promise<void>;
+  [Symbol.asyncDispose]: () => Promise<void>;
+};
+
+/** A port that was free a moment ago on 127.0.0.1. */
+export function freePort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return port;
+}
+
+const root = new URL("../..", import.meta.url).pathname;
+
+/** Runs `main.ts serve` (or `cmd` when given, e.g. the compiled binary) with `args`. */
+export async function startServer(
+  args: string[],
+  opts: { cmd?: string[]; env?: Record<string, string>; timeoutMs?: number; cwd?: string } = {},
+): Promise<RunningServer> {
+  const port = freePort();
+  const cmd = opts.cmd ?? [Deno.execPath(), "run", "-A", `${root}main.ts`];
+  const child = new Deno.Command(cmd[0], {
+    args: [...cmd.slice(1), "serve", "--host", "127.0.0.1", "--port", String(port), ...args],
+    env: opts.env,
+    cwd: opts.cwd,
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  let err = "";
+  const pump = (async () => {
+    const dec = new TextDecoder();
+    for await (const chunk of child.stderr) err += dec.decode(chunk, { stream: true });
+  })();
+  const url = `http://127.0.0.1:${port}`;
+  let exited = false;
+  const status = child.status.then((s) => {
+    exited = true;
+    return s;
+  });
+  const stop = async () => {
+    if (!exited) {
+      try {
+        child.kill("SIGTERM");
+      } catch { /* already gone */ }
+      const t = setTimeout(() => {
+        try {
+          child.kill("SIGKILL");
+        } catch { /* already gone */ }
+      }, 5000);
+      await status;
+      clearTimeout(t);
+    }
+    await pump;
+  };
+  const deadline = Date.now() + (opts.timeoutMs ?? 60_000);
+  while (true) {
+    if (exited) {
+      await pump;
+      throw new Error(`server exited before it was ready:\n${err}`);
+    }
+    try {
+      const r = await fetch(`${url}/health`);
+      await r.body?.cancel();
+      if (r.status === 200) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`server not ready in time:\n${err}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { url, port, child, stderr: () => err, stop, [Symbol.asyncDispose]: stop };
+}
+
+/** Runs a command to completion and returns its exit code and output. */
+export async function runCommand(
+  cmd: string[],
+  opts: { env?: Record<string, string>; cwd?: string } = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const out = await new Deno.Command(cmd[0], {
+    args: cmd.slice(1),
+    env: opts.env,
+    cwd: opts.cwd,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const dec = new TextDecoder();
+  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+}
+
+export const mainTs = `${root}main.ts`;
