@@ -12,7 +12,7 @@
 import { makeModel } from "../gguf/mod.ts";
 
 /** Bump when the tiny preset's bytes change, so an old cached file is not reused. */
-export const DEMO_VERSION = 1;
+export const DEMO_VERSION = 2;
 
 /** Path of the demo model under `dataDir`, writing it first if needed (atomically). */
 export async function ensureDemoModel(dataDir: string): Promise<string> {
