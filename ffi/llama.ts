@@ -219,19 +219,8 @@ export function tokenize(
   parseSpecial: boolean,
 ): Int32Array {
   const bytes = encoder.encode(text);
-  let out = new Int32Array(bytes.length + 8);
-  let n = llama.sym.llama_tokenize(
-    vocab,
-    bytes,
-    bytes.length,
-    new Uint8Array(out.buffer),
-    out.length,
-    addSpecial,
-    parseSpecial,
-  );
-  if (n < 0) {
-    out = new Int32Array(-n);
-    n = llama.sym.llama_tokenize(
+  const run = (out: Int32Array) =>
+    llama.sym.llama_tokenize(
       vocab,
       bytes,
       bytes.length,
@@ -240,7 +229,10 @@ export function tokenize(
       addSpecial,
       parseSpecial,
     );
-  }
+  // A negative result is the size llama.cpp needs: retry once with exactly that much room.
+  let out = new Int32Array(bytes.length + 8);
+  let n = run(out);
+  if (n < 0) n = run(out = new Int32Array(-n));
   if (n < 0) throw new Error(`llama_tokenize failed (${n})`);
   return out.slice(0, n);
 }
@@ -271,19 +263,8 @@ export function detokenize(
 ): string {
   const ids = Int32Array.from(tokens);
   const idBytes = new Uint8Array(ids.buffer);
-  let out = new Uint8Array(Math.max(64, ids.length * 8));
-  let n = llama.sym.llama_detokenize(
-    vocab,
-    idBytes,
-    ids.length,
-    out,
-    out.length,
-    removeSpecial,
-    unparseSpecial,
-  );
-  if (n < 0) {
-    out = new Uint8Array(-n);
-    n = llama.sym.llama_detokenize(
+  const run = (out: Uint8Array) =>
+    llama.sym.llama_detokenize(
       vocab,
       idBytes,
       ids.length,
@@ -292,7 +273,9 @@ export function detokenize(
       removeSpecial,
       unparseSpecial,
     );
-  }
+  let out = new Uint8Array(Math.max(64, ids.length * 8));
+  let n = run(out);
+  if (n < 0) n = run(out = new Uint8Array(-n));
   if (n < 0) throw new Error(`llama_detokenize failed (${n})`);
   return decoder.decode(out.subarray(0, n));
 }
