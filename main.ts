@@ -11,6 +11,7 @@
  */
 import { helpText, parseServeArgs, unsupportedFlag } from "./lib/cli/flags.ts";
 import { parseMakeModelArgs } from "./lib/cli/make_model_args.ts";
+import { createChatLogger } from "./lib/chat/logger.ts";
 import { compileTemplate } from "./lib/chat/template.ts";
 import { loadEngineModel } from "./lib/engine/model.ts";
 import { createScheduler } from "./lib/engine/scheduler.ts";
@@ -18,6 +19,7 @@ import { newServerState } from "./lib/engine/state.ts";
 import { makeModel } from "./lib/gguf/mod.ts";
 import { resolveModel } from "./lib/models/resolve.ts";
 import { createApp } from "./routes/app.ts";
+import { sseBufferLimitFromEnv } from "./routes/sse.ts";
 
 function die(message: string, code = 2): never {
   console.error(`hearth: ${message}`);
@@ -32,8 +34,14 @@ async function serve(argv: string[]): Promise<void> {
     console.log(helpText());
     return;
   }
-  const unsupported = unsupportedFlag(config, false, Deno.env.toObject());
+  const unsupported = unsupportedFlag(config, false);
   if (unsupported) die(unsupported);
+  let sseBufferLimit: number | undefined;
+  try {
+    sseBufferLimit = sseBufferLimitFromEnv(Deno.env.toObject());
+  } catch (e) {
+    die((e as Error).message);
+  }
 
   let template;
   if (config.chatTemplate) {
@@ -68,6 +76,10 @@ async function serve(argv: string[]): Promise<void> {
 
   const state = newServerState(resolved.id, config.apiKey);
   state.template = template;
+  state.sseBufferLimit = sseBufferLimit;
+  if (Deno.env.get("HEARTH_CHAT_LOGGER") === "1") {
+    state.chatLog = createChatLogger(`${config.dataDir}/logs`);
+  }
   const app = createApp(state);
   const server = Deno.serve({
     hostname: config.host,
@@ -98,7 +110,7 @@ async function serve(argv: string[]): Promise<void> {
         console.error(`hearth: the model's chat template does not parse: ${(e as Error).message}`);
       }
     }
-    state.engine = createScheduler(model);
+    state.engine = createScheduler(model, { maxWaiting: config.maxQueue ?? config.maxBatch * 8 });
     console.error(
       `hearth: model ready: ${model.info.description}, context ${model.nCtxSeq} per sequence, ` +
         `${model.maxBatch} sequences`,

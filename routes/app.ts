@@ -1,6 +1,7 @@
 /**
- * Assembles the Hono application: the API-key guard, every route group, and the error mapping
- * (unknown route -> 404, uncaught failure -> 500, both in OpenAI's error shape).
+ * Assembles the Hono application: request metrics, the API-key guard (its 401 in the shape of the
+ * API being called), every route group, and the error mapping (unknown route -> 404, uncaught
+ * failure -> 500).
  *
  * @example
  * ```ts
@@ -9,9 +10,11 @@
  * ```
  * @module
  */
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
+import { routePath } from "hono/route";
+import { countRequest } from "../lib/engine/metrics.ts";
 import type { ServerState } from "../lib/engine/state.ts";
-import { openaiError } from "./errors.ts";
+import { anthropicError, openaiError } from "./errors.ts";
 import { opsRoutes } from "./ops.ts";
 import { openaiRoutes } from "./openai.ts";
 import { tokenRoutes } from "./tokens.ts";
@@ -19,30 +22,41 @@ import { tokenRoutes } from "./tokens.ts";
 /** Paths that stay open when `--api-key` is set. */
 const OPEN_PATHS = new Set(["/health", "/v1/models"]);
 
+const isAnthropic = (c: Context) => c.req.path.startsWith("/v1/messages");
+
 export function createApp(state: ServerState): Hono {
   const app = new Hono();
   app.use("*", async (c, next) => {
-    if (!state.apiKey || OPEN_PATHS.has(c.req.path)) return await next();
-    const auth = c.req.header("authorization");
-    const bearer = auth?.match(/^Bearer\s+(.+)$/i)?.[1];
-    const key = bearer ?? c.req.header("x-api-key");
-    if (key !== state.apiKey) {
-      return openaiError(c, 401, key ? "Incorrect API key provided." : "Missing API key.", {
-        type: "authentication_error",
-        code: "invalid_api_key",
-      });
-    }
     await next();
+    const route = routePath(c, -1);
+    countRequest(
+      state.metrics,
+      route === "*" || route === "/*" ? "unmatched" : route,
+      c.res.status,
+    );
+  });
+  app.use("*", async (c, next) => {
+    if (!state.apiKey || OPEN_PATHS.has(c.req.path)) return await next();
+    const bearer = c.req.header("authorization")?.match(/^Bearer\s+(.+)$/i)?.[1];
+    const key = bearer ?? c.req.header("x-api-key");
+    if (key === state.apiKey) return await next();
+    const message = key ? "Incorrect API key provided." : "Missing API key.";
+    if (isAnthropic(c)) return anthropicError(c, 401, "authentication_error", message);
+    return openaiError(c, 401, message, { type: "authentication_error", code: "invalid_api_key" });
   });
   app.route("/", opsRoutes(state));
   app.route("/", tokenRoutes(state));
   app.route("/", openaiRoutes(state));
-  app.notFound((c) =>
-    openaiError(c, 404, `no route for ${c.req.method} ${c.req.path}`, { type: "not_found_error" })
-  );
+  app.notFound((c) => {
+    const message = `no route for ${c.req.method} ${c.req.path}`;
+    if (isAnthropic(c)) return anthropicError(c, 404, "not_found_error", message);
+    return openaiError(c, 404, message, { type: "not_found_error" });
+  });
   app.onError((err, c) => {
     console.error(`hearth: ${c.req.method} ${c.req.path} failed:`, err);
-    return openaiError(c, 500, `internal error: ${err.message}`);
+    const message = `internal error: ${err.message}`;
+    if (isAnthropic(c)) return anthropicError(c, 500, "api_error", message);
+    return openaiError(c, 500, message);
   });
   return app;
 }

@@ -84,3 +84,23 @@ export async function parseBody<S extends z.ZodType>(
   }
   return { ok: true, data: r.data };
 }
+
+export type AnthropicErrorType =
+  | "invalid_request_error"
+  | "authentication_error"
+  | "permission_error"
+  | "not_found_error"
+  | "request_too_large"
+  | "rate_limit_error"
+  | "api_error"
+  | "overloaded_error";
+
+/** Anthropic's error shape: `{"type":"error","error":{"type","message"}}`. */
+export function anthropicError(
+  c: Context,
+  status: ContentfulStatusCode,
+  type: AnthropicErrorType,
+  message: string,
+): Response {
+  return c.json({ type: "error", error: { type, message } }, status);
+}

@@ -1,6 +1,7 @@
 /**
  * Operational endpoints: `GET /health` (200 `{"status":"ok"}` once the model is loaded, 503 while
- * loading or after a failed load) and `GET /props` (model, context and batch settings).
+ * loading or after a failed load), `GET /props` (model, context and batch settings) and
+ * `GET /metrics` (Prometheus text).
  *
  * @example
  * ```ts
@@ -10,6 +11,7 @@
  * @module
  */
 import { Hono } from "hono";
+import { renderMetrics } from "../lib/engine/metrics.ts";
 import type { ServerState } from "../lib/engine/state.ts";
 
 export function opsRoutes(state: ServerState): Hono {
@@ -38,5 +40,9 @@ export function opsRoutes(state: ServerState): Hono {
       chat_template: state.template?.source ?? null,
     });
   });
+  app.get("/metrics", (c) =>
+    c.text(renderMetrics(state.metrics, state.engine?.stats()), 200, {
+      "content-type": "text/plain; version=0.0.4; charset=utf-8",
+    }));
   return app;
 }

@@ -167,7 +167,12 @@ Deno.test("server: health, models, tokenize, completions", async (t) => {
       const chunks = msgs.slice(0, -1).map((m) => JSON.parse(m));
       const usage = chunks.at(-1);
       assert.deepEqual(usage.choices, []);
-      assert.deepEqual(usage.usage, plain.json.usage);
+      const { prompt_tokens_details: cachedPlain, ...plainCounts } = plain.json.usage;
+      const { prompt_tokens_details: cachedStream, ...streamCounts } = usage.usage;
+      assert.deepEqual(streamCounts, plainCounts);
+      assert.ok(cachedPlain.cached_tokens <= 1, "at most the shared BOS");
+      // The same prompt again reuses the first request's KV (all but the last prompt token).
+      assert.equal(cachedStream.cached_tokens, plainCounts.prompt_tokens - 1);
       const content = chunks.slice(0, -1);
       assert.equal(content.at(-1).choices[0].finish_reason, "length");
       for (const ch of content.slice(0, -1)) assert.equal(ch.choices[0].finish_reason, null);

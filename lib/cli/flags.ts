@@ -59,6 +59,7 @@ export type ServeConfig = {
   uiPort: number;
   maxBatch: number;
   maxSeqLen?: number;
+  maxQueue?: number;
   graphBatch?: number[];
   numRanks: number;
   localNumRanks?: number;
@@ -146,6 +147,13 @@ export const FLAGS: FlagSpec[] = [
     schema: int(16),
     meta: "N",
     help: "context per sequence (default: the model's)",
+  },
+  {
+    key: "maxQueue",
+    names: ["--max-queue"],
+    schema: int(0, 1_000_000),
+    meta: "N",
+    help: "requests that may wait for a free sequence before 503 (8 x --max-batch)",
   },
   {
     key: "graphBatch",
@@ -291,17 +299,7 @@ export function parseServeArgs(
  * The first flag this build cannot honour, as a one-line reason, or undefined. Checked at start-up
  * so an unsupported request is refused loudly instead of being ignored.
  */
-export function unsupportedFlag(
-  c: ServeConfig,
-  gpu: boolean,
-  env: Record<string, string | undefined> = {},
-): string | undefined {
-  if (env.HEARTH_CHAT_LOGGER === "1") {
-    return "HEARTH_CHAT_LOGGER=1 (request/reply logging) is not implemented yet";
-  }
-  if (env.HEARTH_SSE_BUFFER_SIZE) {
-    return "HEARTH_SSE_BUFFER_SIZE (bounded SSE buffers) is not implemented yet";
-  }
+export function unsupportedFlag(c: ServeConfig, gpu: boolean): string | undefined {
   if (c.graphBatch && !gpu) return "--graph-batch needs a GPU build; this build runs on CPU only";
   if (c.numRanks > 1 || (c.localNumRanks ?? 1) > 1 || c.rankOffset > 0 || c.masterAddr) {
     return "multi-GPU / multi-node ranks (--num-ranks, --local-num-ranks, --rank-offset, " +

@@ -33,6 +33,7 @@ export function newChannel<T>(onCancel?: () => void): Channel<T> {
   const cancel = () => {
     if (cancelled || closed) return;
     cancelled = true;
+    notify();
     onCancel?.();
   };
   return {

@@ -29,7 +29,7 @@ import {
 import { type Channel, newChannel } from "./channel.ts";
 import type { EngineModel } from "./model.ts";
 import { buildSamplerChain, type Sampling } from "./sampling.ts";
-import { flushText, newStopMatcher, pushText, type StopMatcher } from "./stop.ts";
+import { endText, newTextStream, pushPiece, type TextStream } from "./text_stream.ts";
 
 export type GenRequest = {
   prompt: Int32Array;
@@ -48,6 +48,8 @@ export type GenEvent =
     type: "done";
     finishReason: FinishReason;
     promptTokens: number;
+    /** Prompt tokens whose KV was reused from an earlier request (not recomputed). */
+    cachedTokens: number;
     completionTokens: number;
   }
   | { type: "error"; message: string };
@@ -66,6 +68,8 @@ export function isRefusal(e: unknown): e is EngineRefusal {
 export type EngineStats = {
   running: number;
   waiting: number;
+  /** KV cells held (running sequences and cached prefixes) over the context's cells. */
+  kvUsage: number;
   promptTokensTotal: number;
   generatedTokensTotal: number;
   decodeSteps: number;
@@ -78,6 +82,8 @@ export type Scheduler = {
   stats(): EngineStats;
   /** Resolves once no sequence is running or waiting. */
   idle(): Promise<void>;
+  /** Runs `fn` between decode steps, so it never overlaps a `llama_decode` of this engine. */
+  exclusive<T>(fn: () => Promise<T> | T): Promise<T>;
 };
 
 type Seq = {
@@ -90,8 +96,8 @@ type Seq = {
   pending: number; // sampled token not yet decoded (-1 none)
   logitIndex: number; // batch row to sample from after this step (-1 none)
   generated: number;
-  utf8: TextDecoder;
-  stop: StopMatcher;
+  cached: number;
+  text: TextStream;
 };
 
 export type SchedulerOptions = {
@@ -109,6 +115,10 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
   const running: Seq[] = [];
   const waiting: Seq[] = [];
   const stats = { promptTokensTotal: 0, generatedTokensTotal: 0, decodeSteps: 0 };
+  // What each slot's KV cells hold, in order: kept after a request ends so the next request
+  // with the same prefix (a system prompt, a growing conversation) skips recomputing it.
+  const slotTokens: number[][] = Array.from({ length: m.maxBatch }, () => []);
+  const exclusiveQueue: (() => Promise<void>)[] = [];
   let looping = false;
   let idleWaiters: (() => void)[] = [];
 
@@ -133,8 +143,8 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
       pending: -1,
       logitIndex: -1,
       generated: 0,
-      utf8: new TextDecoder("utf-8"),
-      stop: newStopMatcher(req.stop),
+      cached: 0,
+      text: newTextStream(req.stop),
     };
     req.signal?.addEventListener("abort", () => wakeLoop(), { once: true });
     if (req.maxTokens <= 0) {
@@ -152,6 +162,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
       type: "done",
       finishReason,
       promptTokens: seq.req.prompt.length,
+      cachedTokens: seq.cached,
       completionTokens: seq.generated,
     };
   }
@@ -160,11 +171,12 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
     return seq.out.cancelled || !!seq.req.signal?.aborted;
   }
 
-  function release(seq: Seq): void {
+  /** Frees the sequence; `keepCache` leaves its KV cells for prefix reuse. */
+  function release(seq: Seq, keepCache = false): void {
     if (seq.chain) samplerFree(m.llama, seq.chain);
     seq.chain = undefined;
     if (seq.slot >= 0) {
-      memorySeqRm(m.llama, m.mem, seq.slot, -1, -1);
+      if (!keepCache) clearSlot(seq.slot);
       freeSlots.push(seq.slot);
       seq.slot = -1;
     }
@@ -172,14 +184,37 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
     if (i >= 0) running.splice(i, 1);
   }
 
-  function finish(seq: Seq, reason: FinishReason): void {
-    const tail = seq.utf8.decode();
-    const { emit } = pushText(seq.stop, tail);
-    const rest = emit + flushText(seq.stop);
+  /** Ends a sequence; text held back is released unless a stop string ended it. */
+  function finish(seq: Seq, reason: FinishReason, byStopString = false): void {
+    const rest = byStopString ? "" : endText(seq.text);
     if (rest) seq.out.push({ type: "text", text: rest });
     seq.out.push(done(seq, reason));
     seq.out.close();
-    release(seq);
+    release(seq, true);
+  }
+
+  function clearSlot(slot: number): void {
+    memorySeqRm(m.llama, m.mem, slot, -1, -1);
+    slotTokens[slot] = [];
+  }
+
+  /** Picks the free slot sharing the longest prefix with `prompt` (else an empty, else any). */
+  function takeSlot(prompt: Int32Array): { slot: number; common: number } {
+    let best = -1;
+    let bestLen = -1;
+    for (let i = 0; i < freeSlots.length; i++) {
+      const toks = slotTokens[freeSlots[i]];
+      let n = 0;
+      const max = Math.min(toks.length, prompt.length);
+      while (n < max && toks[n] === prompt[n]) n++;
+      // Ties go to the emptier slot, so a useful cache is not overwritten needlessly.
+      if (n > bestLen || (n === bestLen && toks.length < slotTokens[freeSlots[best]].length)) {
+        best = i;
+        bestLen = n;
+      }
+    }
+    const slot = freeSlots.splice(best, 1)[0];
+    return { slot, common: bestLen };
   }
 
   function fail(seq: Seq, message: string): void {
@@ -195,7 +230,8 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
         seq.out.close();
         continue;
       }
-      seq.slot = freeSlots.pop()!;
+      const { slot, common } = takeSlot(seq.req.prompt);
+      seq.slot = slot;
       try {
         seq.chain = buildSamplerChain(
           m.llama,
@@ -207,8 +243,15 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
         fail(seq, `could not build the sampler: ${(e as Error).message}`);
         continue;
       }
-      // A slot may still hold cells from an earlier owner if a removal failed; start clean.
-      memorySeqRm(m.llama, m.mem, seq.slot, -1, -1);
+      // Keep the shared prefix, but always recompute at least the last prompt token: its logits
+      // are what the first sample needs.
+      let keep = Math.min(common, seq.req.prompt.length - 1);
+      if (keep > 0 && !memorySeqRm(m.llama, m.mem, slot, keep, -1)) keep = 0;
+      if (keep === 0) clearSlot(slot);
+      slotTokens[slot].length = keep;
+      seq.fed = keep;
+      seq.pos = keep;
+      seq.cached = keep;
       running.push(seq);
     }
   }
@@ -245,6 +288,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
   }
 
   function put(i: number, token: number, pos: number, seq: number, logits: boolean): void {
+    slotTokens[seq].push(token);
     batch.token[i] = token;
     batch.pos[i] = pos;
     batch.seqId[i] = seq;
@@ -262,12 +306,9 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
       }
       seq.generated++;
       stats.generatedTokensTotal++;
-      const text = seq.utf8.decode(tokenToPiece(m.llama, m.vocab, token, false), {
-        stream: true,
-      });
-      const { emit, stopped } = pushText(seq.stop, text);
+      const { emit, stopped } = pushPiece(seq.text, tokenToPiece(m.llama, m.vocab, token, false));
       if (emit) seq.out.push({ type: "text", text: emit });
-      if (stopped) finish(seq, "stop");
+      if (stopped) finish(seq, "stop", true);
       else if (seq.generated >= seq.req.maxTokens || seq.pos + 1 >= m.nCtxSeq) {
         finish(seq, "length");
       } else seq.pending = token;
@@ -277,7 +318,8 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
   async function loop(): Promise<void> {
     looping = true;
     try {
-      while (running.length || waiting.length) {
+      while (running.length || waiting.length || exclusiveQueue.length) {
+        while (exclusiveQueue.length) await exclusiveQueue.shift()!();
         for (const seq of [...running]) if (gone(seq)) release(seq);
         for (const seq of waiting.filter(gone)) {
           waiting.splice(waiting.indexOf(seq), 1);
@@ -286,7 +328,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
         admit();
         const n = pack();
         if (n === 0) {
-          if (!running.length && !waiting.length) break;
+          if (!running.length && !waiting.length) continue;
           // Everything left is waiting for a slot that a cancelled consumer has not freed yet.
           await new Promise((r) => setTimeout(r, 1));
           continue;
@@ -312,7 +354,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
   }
 
   function wakeLoop(): void {
-    if (!looping && (running.length || waiting.length)) {
+    if (!looping && (running.length || waiting.length || exclusiveQueue.length)) {
       loop().catch((e) => {
         for (const seq of [...running, ...waiting.splice(0)]) {
           fail(seq, `engine error: ${(e as Error).message}`);
@@ -321,10 +363,35 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
     }
   }
 
+  function exclusive<T>(fn: () => Promise<T> | T): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      exclusiveQueue.push(async () => {
+        try {
+          resolve(await fn());
+        } catch (e) {
+          reject(e);
+        }
+      });
+      wakeLoop();
+    });
+  }
+
+  function kvUsage(): number {
+    let used = 0;
+    for (const t of slotTokens) used += t.length;
+    return used / (m.nCtxSeq * m.maxBatch);
+  }
+
   return {
     model: m,
     submit,
-    stats: () => ({ running: running.length, waiting: waiting.length, ...stats }),
+    exclusive,
+    stats: () => ({
+      running: running.length,
+      waiting: waiting.length,
+      kvUsage: kvUsage(),
+      ...stats,
+    }),
     idle: () =>
       looping || running.length || waiting.length
         ? new Promise<void>((r) => idleWaiters.push(r))

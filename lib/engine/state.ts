@@ -1,6 +1,7 @@
 /**
  * What the HTTP layer may know about the running engine: the served model's id and limits, the
- * scheduler once loading has finished, and the chat template. Routes read it; `main.ts` fills it.
+ * scheduler once loading has finished, the chat template, metrics, and per-server options
+ * (API key, SSE buffer bound, chat logger). Routes read it; `main.ts` fills it.
  *
  * @example
  * ```ts
@@ -10,7 +11,9 @@
  * ```
  * @module
  */
+import type { ChatLogger } from "../chat/logger.ts";
 import type { CompiledTemplate } from "../chat/template.ts";
+import { type Metrics, newMetrics } from "./metrics.ts";
 import type { Scheduler } from "./scheduler.ts";
 
 export type ServerState = {
@@ -21,8 +24,12 @@ export type ServerState = {
   /** Set when loading failed; health reports it. */
   loadError?: string;
   apiKey?: string;
+  metrics: Metrics;
+  /** Bytes a streaming client may fall behind before it is dropped. */
+  sseBufferLimit?: number;
+  chatLog?: ChatLogger;
 };
 
 export function newServerState(modelId: string, apiKey?: string): ServerState {
-  return { modelId, created: Math.floor(Date.now() / 1000), apiKey };
+  return { modelId, created: Math.floor(Date.now() / 1000), apiKey, metrics: newMetrics() };
 }

@@ -1,0 +1,88 @@
+/**
+ * Counters for `/metrics`, rendered in the Prometheus text format: requests by route and status
+ * (counted by the HTTP layer) next to the engine's own token and sequence figures.
+ *
+ * @example
+ * ```ts
+ * import { countRequest, newMetrics, renderMetrics } from "./metrics.ts";
+ * const metrics = newMetrics();
+ * countRequest(metrics, "/v1/completions", 200);
+ * renderMetrics(metrics, engine.stats());
+ * ```
+ * @module
+ */
+import type { EngineStats } from "./scheduler.ts";
+
+export type Metrics = {
+  requests: Map<string, number>;
+  /** Last scrape, for the tokens-per-second gauge. */
+  last?: { at: number; generated: number; rate: number };
+};
+
+export function newMetrics(): Metrics {
+  return { requests: new Map() };
+}
+
+export function countRequest(m: Metrics, route: string, status: number): void {
+  const key = `route="${escapeLabel(route)}",status="${status}"`;
+  m.requests.set(key, (m.requests.get(key) ?? 0) + 1);
+}
+
+function escapeLabel(v: string): string {
+  return v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
+}
+
+/** Prometheus exposition text; `stats` is undefined while the model loads. */
+export function renderMetrics(m: Metrics, stats?: EngineStats, now = performance.now()): string {
+  const out: string[] = [];
+  const metric = (name: string, type: string, help: string, rows: [string, number][]) => {
+    out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+    for (const [labels, v] of rows) out.push(`${name}${labels ? `{${labels}}` : ""} ${v}`);
+  };
+  metric(
+    "hearth_requests_total",
+    "counter",
+    "HTTP requests by route and status.",
+    [...m.requests.entries()],
+  );
+  const s = stats ?? {
+    running: 0,
+    waiting: 0,
+    kvUsage: 0,
+    promptTokensTotal: 0,
+    generatedTokensTotal: 0,
+    decodeSteps: 0,
+  };
+  // The rate covers the time since the previous scrape, so each scrape sees fresh throughput.
+  let rate = 0;
+  if (m.last && now > m.last.at) {
+    rate = (s.generatedTokensTotal - m.last.generated) / ((now - m.last.at) / 1000);
+  }
+  m.last = { at: now, generated: s.generatedTokensTotal, rate };
+  metric("hearth_prompt_tokens_total", "counter", "Prompt tokens processed (prefill).", [[
+    "",
+    s.promptTokensTotal,
+  ]]);
+  metric("hearth_generated_tokens_total", "counter", "Tokens generated.", [[
+    "",
+    s.generatedTokensTotal,
+  ]]);
+  metric("hearth_tokens_per_second", "gauge", "Generated tokens/s since the previous scrape.", [[
+    "",
+    Math.round(rate * 100) / 100,
+  ]]);
+  metric("hearth_decode_steps_total", "counter", "llama_decode calls by the scheduler.", [[
+    "",
+    s.decodeSteps,
+  ]]);
+  metric("hearth_sequences_running", "gauge", "Sequences being decoded.", [["", s.running]]);
+  metric("hearth_queue_length", "gauge", "Requests waiting for a free sequence.", [[
+    "",
+    s.waiting,
+  ]]);
+  metric("hearth_kv_cache_usage_ratio", "gauge", "KV cells in use (incl. cached prefixes).", [[
+    "",
+    Math.round(s.kvUsage * 1e6) / 1e6,
+  ]]);
+  return out.join("\n") + "\n";
+}
