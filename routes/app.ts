@@ -14,6 +14,7 @@ import { type Context, Hono } from "hono";
 import { routePath } from "hono/route";
 import { countRequest } from "../lib/engine/metrics.ts";
 import type { ServerState } from "../lib/engine/state.ts";
+import { anthropicRoutes } from "./anthropic.ts";
 import { anthropicError, openaiError } from "./errors.ts";
 import { opsRoutes } from "./ops.ts";
 import { openaiRoutes } from "./openai.ts";
@@ -41,21 +42,22 @@ export function createApp(state: ServerState): Hono {
     const key = bearer ?? c.req.header("x-api-key");
     if (key === state.apiKey) return await next();
     const message = key ? "Incorrect API key provided." : "Missing API key.";
-    if (isAnthropic(c)) return anthropicError(c, 401, "authentication_error", message);
+    if (isAnthropic(c)) return anthropicError(401, "authentication_error", message);
     return openaiError(c, 401, message, { type: "authentication_error", code: "invalid_api_key" });
   });
   app.route("/", opsRoutes(state));
   app.route("/", tokenRoutes(state));
   app.route("/", openaiRoutes(state));
+  app.route("/", anthropicRoutes(state));
   app.notFound((c) => {
     const message = `no route for ${c.req.method} ${c.req.path}`;
-    if (isAnthropic(c)) return anthropicError(c, 404, "not_found_error", message);
+    if (isAnthropic(c)) return anthropicError(404, "not_found_error", message);
     return openaiError(c, 404, message, { type: "not_found_error" });
   });
   app.onError((err, c) => {
     console.error(`hearth: ${c.req.method} ${c.req.path} failed:`, err);
     const message = `internal error: ${err.message}`;
-    if (isAnthropic(c)) return anthropicError(c, 500, "api_error", message);
+    if (isAnthropic(c)) return anthropicError(500, "api_error", message);
     return openaiError(c, 500, message);
   });
   return app;

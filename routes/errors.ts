@@ -95,12 +95,15 @@ export type AnthropicErrorType =
   | "api_error"
   | "overloaded_error";
 
-/** Anthropic's error shape: `{"type":"error","error":{"type","message"}}`. */
+/**
+ * Anthropic's error shape: `{"type":"error","error":{"type","message"}}`. A plain Response
+ * because Anthropic's 529 "overloaded" is a status Hono's types do not know.
+ */
 export function anthropicError(
-  c: Context,
-  status: ContentfulStatusCode,
+  status: number,
   type: AnthropicErrorType,
   message: string,
+  headers: Record<string, string> = {},
 ): Response {
-  return c.json({ type: "error", error: { type, message } }, status);
+  return Response.json({ type: "error", error: { type, message } }, { status, headers });
 }

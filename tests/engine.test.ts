@@ -12,7 +12,7 @@ Deno.test("stop matcher holds back a possible stop prefix and cuts at the stop",
   assert.deepEqual(pushText(m, "N"), { emit: "", stopped: false });
   assert.deepEqual(pushText(m, "X"), { emit: "ENX", stopped: false });
   assert.deepEqual(pushText(m, "tail\n"), { emit: "tail", stopped: false });
-  assert.deepEqual(pushText(m, "\nmore"), { emit: "", stopped: true });
+  assert.deepEqual(pushText(m, "\nmore"), { emit: "", stopped: true, stop: "\n\n" });
   const n = newStopMatcher(["xyz"]);
   assert.deepEqual(pushText(n, "axy"), { emit: "a", stopped: false });
   assert.equal(flushText(n), "xy");
@@ -20,7 +20,10 @@ Deno.test("stop matcher holds back a possible stop prefix and cuts at the stop",
   assert.deepEqual(pushText(none, "anything"), { emit: "anything", stopped: false });
   // The earliest stop wins when two match.
   const two = newStopMatcher(["cd", "b"]);
-  assert.deepEqual(pushText(two, "abcd"), { emit: "a", stopped: true });
+  assert.deepEqual(pushText(two, "abcd"), { emit: "a", stopped: true, stop: "b" });
+  // Of two starting at the same place, the shorter one matched first.
+  const same = newStopMatcher(["abc", "ab"]);
+  assert.deepEqual(pushText(same, "xabcd"), { emit: "x", stopped: true, stop: "ab" });
 });
 
 async function collect(events: AsyncIterable<GenEvent>): Promise<string> {

@@ -185,6 +185,21 @@ Deno.test("api key, metrics, chat logger", async () => {
     assert.equal(wrong.status, 401);
     await wrong.body?.cancel();
     assert.equal((await post({ authorization: `Bearer ${KEY}` })).status, 200);
+    // On the Anthropic routes the 401 comes in Anthropic's shape.
+    const msg = await fetch(`${srv.url}/v1/messages`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        model: "m",
+        max_tokens: 2,
+        messages: [{ role: "user", content: "x" }],
+      }),
+    });
+    assert.equal(msg.status, 401);
+    assert.deepEqual(await msg.json(), {
+      type: "error",
+      error: { type: "authentication_error", message: "Missing API key." },
+    });
     assert.equal((await post({ "x-api-key": KEY })).status, 200);
 
     const metrics = await (await fetch(`${srv.url}/metrics`, { headers: { "x-api-key": KEY } }))

@@ -51,6 +51,8 @@ export type GenEvent =
     /** Prompt tokens whose KV was reused from an earlier request (not recomputed). */
     cachedTokens: number;
     completionTokens: number;
+    /** The stop string that ended generation, when one did. */
+    stopString?: string;
   }
   | { type: "error"; message: string };
 
@@ -157,10 +159,11 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
     return seq.out.iterable;
   }
 
-  function done(seq: Seq, finishReason: FinishReason): GenEvent {
+  function done(seq: Seq, finishReason: FinishReason, stopString?: string): GenEvent {
     return {
       type: "done",
       finishReason,
+      ...(stopString !== undefined ? { stopString } : {}),
       promptTokens: seq.req.prompt.length,
       cachedTokens: seq.cached,
       completionTokens: seq.generated,
@@ -185,10 +188,10 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
   }
 
   /** Ends a sequence; text held back is released unless a stop string ended it. */
-  function finish(seq: Seq, reason: FinishReason, byStopString = false): void {
-    const rest = byStopString ? "" : endText(seq.text);
+  function finish(seq: Seq, reason: FinishReason, stopString?: string): void {
+    const rest = stopString !== undefined ? "" : endText(seq.text);
     if (rest) seq.out.push({ type: "text", text: rest });
-    seq.out.push(done(seq, reason));
+    seq.out.push(done(seq, reason, stopString));
     seq.out.close();
     release(seq, true);
   }
@@ -306,9 +309,12 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
       }
       seq.generated++;
       stats.generatedTokensTotal++;
-      const { emit, stopped } = pushPiece(seq.text, tokenToPiece(m.llama, m.vocab, token, false));
+      const { emit, stopped, stop } = pushPiece(
+        seq.text,
+        tokenToPiece(m.llama, m.vocab, token, false),
+      );
       if (emit) seq.out.push({ type: "text", text: emit });
-      if (stopped) finish(seq, "stop", true);
+      if (stopped) finish(seq, "stop", stop);
       else if (seq.generated >= seq.req.maxTokens || seq.pos + 1 >= m.nCtxSeq) {
         finish(seq, "length");
       } else seq.pending = token;
@@ -320,7 +326,13 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
     try {
       while (running.length || waiting.length || exclusiveQueue.length) {
         while (exclusiveQueue.length) await exclusiveQueue.shift()!();
-        for (const seq of [...running]) if (gone(seq)) release(seq);
+        for (const seq of [...running]) {
+          // Closing wakes a consumer still waiting on the channel of an aborted request.
+          if (gone(seq)) {
+            release(seq);
+            seq.out.close();
+          }
+        }
         for (const seq of waiting.filter(gone)) {
           waiting.splice(waiting.indexOf(seq), 1);
           seq.out.close();

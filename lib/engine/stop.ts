@@ -19,18 +19,27 @@ export function newStopMatcher(stops: string[]): StopMatcher {
   return { stops: stops.filter((s) => s.length > 0), held: "" };
 }
 
-/** Adds text; returns what is safe to emit and whether a stop string was hit. */
-export function pushText(m: StopMatcher, text: string): { emit: string; stopped: boolean } {
+export type Pushed = { emit: string; stopped: boolean; stop?: string };
+
+/**
+ * Adds text; returns what is safe to emit, whether a stop string was hit and which one (the
+ * earliest; of two starting together, the shorter).
+ */
+export function pushText(m: StopMatcher, text: string): Pushed {
   if (m.stops.length === 0) return { emit: text, stopped: false };
   const buf = m.held + text;
   let cut = -1;
+  let hit = "";
   for (const s of m.stops) {
     const i = buf.indexOf(s);
-    if (i >= 0 && (cut < 0 || i < cut)) cut = i;
+    if (i >= 0 && (cut < 0 || i < cut || (i === cut && s.length < hit.length))) {
+      cut = i;
+      hit = s;
+    }
   }
   if (cut >= 0) {
     m.held = "";
-    return { emit: buf.slice(0, cut), stopped: true };
+    return { emit: buf.slice(0, cut), stopped: true, stop: hit };
   }
   const keep = heldSuffix(buf, m.stops);
   m.held = buf.slice(buf.length - keep);

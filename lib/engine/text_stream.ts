@@ -13,7 +13,7 @@
  * ```
  * @module
  */
-import { flushText, newStopMatcher, pushText, type StopMatcher } from "./stop.ts";
+import { flushText, newStopMatcher, type Pushed, pushText, type StopMatcher } from "./stop.ts";
 
 export type TextStream = { utf8: TextDecoder; stop: StopMatcher };
 
@@ -21,7 +21,7 @@ export function newTextStream(stops: string[]): TextStream {
   return { utf8: new TextDecoder("utf-8"), stop: newStopMatcher(stops) };
 }
 
-export function pushPiece(t: TextStream, piece: Uint8Array): { emit: string; stopped: boolean } {
+export function pushPiece(t: TextStream, piece: Uint8Array): Pushed {
   return pushText(t.stop, t.utf8.decode(piece, { stream: true }));
 }
 
