@@ -77,6 +77,7 @@ async function serve(argv: string[]): Promise<void> {
   const state = newServerState(resolved.id, config.apiKey);
   state.template = template;
   state.sseBufferLimit = sseBufferLimit;
+  state.threads = config.threads;
   if (Deno.env.get("HEARTH_CHAT_LOGGER") === "1") {
     state.chatLog = createChatLogger(`${config.dataDir}/logs`);
   }
@@ -90,6 +91,8 @@ async function serve(argv: string[]): Promise<void> {
 
   const stop = async () => {
     await server.shutdown();
+    // Queued chat-log lines belong to replies already sent; write them before leaving.
+    await state.chatLog?.flush();
     Deno.exit(0);
   };
   Deno.addSignalListener("SIGINT", stop);

@@ -15,6 +15,7 @@ import { routePath } from "hono/route";
 import { countRequest } from "../lib/engine/metrics.ts";
 import type { ServerState } from "../lib/engine/state.ts";
 import { anthropicRoutes } from "./anthropic.ts";
+import { embeddingsRoutes } from "./embeddings.ts";
 import { anthropicError, openaiError } from "./errors.ts";
 import { opsRoutes } from "./ops.ts";
 import { openaiRoutes } from "./openai.ts";
@@ -48,6 +49,7 @@ export function createApp(state: ServerState): Hono {
   app.route("/", opsRoutes(state));
   app.route("/", tokenRoutes(state));
   app.route("/", openaiRoutes(state));
+  app.route("/", embeddingsRoutes(state, { threads: state.threads }));
   app.route("/", anthropicRoutes(state));
   app.notFound((c) => {
     const message = `no route for ${c.req.method} ${c.req.path}`;

@@ -28,6 +28,8 @@ export type ServerState = {
   /** Bytes a streaming client may fall behind before it is dropped. */
   sseBufferLimit?: number;
   chatLog?: ChatLogger;
+  /** CPU threads for llama.cpp contexts made after start-up (embeddings). */
+  threads?: number;
 };
 
 export function newServerState(modelId: string, apiKey?: string): ServerState {

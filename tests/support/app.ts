@@ -28,6 +28,8 @@ async function build(): Promise<{ app: Hono; state: ServerState }> {
     threads: 1,
   });
   const state = newServerState("hearth-tiny");
+  // One thread: spinning ggml threads on a busy 2-core machine stall each other.
+  state.threads = 1;
   state.engine = createScheduler(model);
   if (model.info.chatTemplate) state.template = compileTemplate(model.info.chatTemplate);
   return { app: createApp(state), state };
