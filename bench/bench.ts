@@ -1,26 +1,40 @@
 /**
- * `deno task bench [--model PATH] [--runs N] [--prompt-tokens N] [--gen-tokens N]`: single-sequence
- * prompt processing and generation speed of the `small` preset (SmolLM2-135M shapes, Q8_0) through
- * the HTTP server, next to a plain FFI loop over the same library and model in the same run (the
- * library's own limit), with their ratio. Prints a table and writes JSON to `bench/results/`.
+ * `deno task bench`: Hearth's speed on the `small` preset (SmolLM2-135M shapes, Q8_0), each figure
+ * next to the library's own limit measured in the same run by a plain FFI loop over the same
+ * library and model, and optionally next to llama.cpp's `llama-server` (`--peer`).
+ *
+ * 1. Single sequence: prompt processing and generation tok/s, server vs library.
+ * 2. Concurrency: `c` streaming clients, each issuing `--requests` completions back to back
+ *    (128-token prompts, all different, 128 generated tokens, temperature 0, `ignore_eos`):
+ *    aggregate generated tok/s and client-side TTFT p50/p95, against a library loop that decodes
+ *    the same batch shapes (prefill of `c` prompts, then steps of `c` one-token sequences, each
+ *    greedy-sampled).
+ *
+ * Prints tables and writes everything, load average included, as JSON to `bench/results/`.
+ * See `bench/README.md` for what each figure means.
  *
  * @example
  * ```sh
- * deno task bench --runs 3
+ * deno task bench                                   # both sections, concurrency 1,8,32
+ * deno task bench --concurrency 1,4,16,32 --requests 2 --peer
  * ```
  * @module
  */
 import {
   chainAdd,
+  type ContextPtr,
   decode,
   freeContext,
   freeModel,
+  type Llama,
   loadModel,
+  type ModelPtr,
   newBatch,
   newContext,
   openLlama,
   samplerChain,
   samplerFree,
+  type SamplerPtr,
   samplers,
   samplerSample,
   setBatchSize,
@@ -28,35 +42,120 @@ import {
 import { makeModel } from "../lib/gguf/mod.ts";
 import { startServer } from "../tests/support/server.ts";
 import { sourceCacheDir } from "../tests/support/llama_source.ts";
+import { buildLlamaServer, peerArgs, type PeerBuild, startLlamaServer } from "./peer.ts";
 
-type Args = { model?: string; runs: number; promptTokens: number; genTokens: number };
+const USAGE = `usage: deno task bench [options]
+  --model PATH          GGUF to use (default: the small preset, written once to the cache)
+  --runs N              single-sequence runs after one warm-up (default 3)
+  --prompt-tokens N     prompt length, BOS included (default 128)
+  --gen-tokens N        generated tokens per request (default 128)
+  --concurrency LIST    comma-separated client counts, each 1..--max-batch (default 1,8,32)
+  --requests N          requests each client issues back to back (default 2)
+  --lib-runs N          library-limit runs per concurrency; the best is kept (default 2)
+  --max-batch N         server sequences and llama-server -np (default 32)
+  --max-seq-len N       context per sequence (default prompt+gen+1 rounded up to 64)
+  --peer                also measure llama.cpp's llama-server (built once, ~5 min on 2 cores)
+  --no-single           skip the single-sequence section`;
+
+type Args = {
+  model?: string;
+  runs: number;
+  promptTokens: number;
+  genTokens: number;
+  concurrency: number[];
+  requests: number;
+  libRuns: number;
+  maxBatch: number;
+  maxSeqLen: number;
+  peer: boolean;
+  single: boolean;
+};
 
 function parseArgs(argv: string[]): Args {
-  const a: Args = { runs: 3, promptTokens: 128, genTokens: 128 };
+  const a: Args = {
+    runs: 3,
+    promptTokens: 128,
+    genTokens: 128,
+    concurrency: [1, 8, 32],
+    requests: 2,
+    libRuns: 2,
+    maxBatch: 32,
+    maxSeqLen: 0,
+    peer: false,
+    single: true,
+  };
+  const bad = (msg: string): never => {
+    console.error(`bench: ${msg}\n${USAGE}`);
+    Deno.exit(2);
+  };
+  const int = (name: string, v: string | undefined, min = 1): number => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < min) bad(`${name} needs an integer >= ${min}, got ${v}`);
+    return n;
+  };
   for (let i = 0; i < argv.length; i++) {
+    const flag = argv[i];
     const v = argv[i + 1];
-    switch (argv[i]) {
+    switch (flag) {
       case "--model":
+        if (!v) bad("--model needs a path");
         a.model = v;
         i++;
         break;
       case "--runs":
-        a.runs = Number(v);
+        a.runs = int(flag, v);
         i++;
         break;
       case "--prompt-tokens":
-        a.promptTokens = Number(v);
+        a.promptTokens = int(flag, v, 2);
         i++;
         break;
       case "--gen-tokens":
-        a.genTokens = Number(v);
+        a.genTokens = int(flag, v);
         i++;
         break;
+      case "--concurrency":
+        a.concurrency = (v ?? "").split(",").map((s) => int(flag, s));
+        i++;
+        break;
+      case "--requests":
+        a.requests = int(flag, v);
+        i++;
+        break;
+      case "--lib-runs":
+        a.libRuns = int(flag, v);
+        i++;
+        break;
+      case "--max-batch":
+        a.maxBatch = int(flag, v);
+        i++;
+        break;
+      case "--max-seq-len":
+        a.maxSeqLen = int(flag, v);
+        i++;
+        break;
+      case "--peer":
+        a.peer = true;
+        break;
+      case "--no-single":
+        a.single = false;
+        break;
+      case "-h":
+      case "--help":
+        console.log(USAGE);
+        Deno.exit(0);
+        break;
       default:
-        console.error(`bench: unknown argument ${argv[i]}`);
-        Deno.exit(2);
+        bad(`unknown argument ${flag}`);
     }
   }
+  // One spare cell: a sequence ends "length" once the next position would not fit.
+  if (!a.maxSeqLen) a.maxSeqLen = Math.ceil((a.promptTokens + a.genTokens + 1) / 64) * 64;
+  if (a.maxSeqLen <= a.promptTokens + a.genTokens) {
+    bad(`--max-seq-len ${a.maxSeqLen} leaves no room for ${a.promptTokens}+${a.genTokens} tokens`);
+  }
+  const over = a.concurrency.find((c) => c > a.maxBatch);
+  if (over) bad(`concurrency ${over} exceeds --max-batch ${a.maxBatch}`);
   return a;
 }
 
@@ -77,32 +176,95 @@ async function benchModel(): Promise<string> {
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-/** Token ids of a deterministic prompt: BOS then ordinary word tokens. */
-function promptIds(n: number): number[] {
+/** Nearest-rank percentile, so p95 of few samples is an observed value, not an interpolation. */
+function percentile(xs: number[], p: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))];
+}
+
+/**
+ * Machine state when a section starts. The load average shows other processes of this kernel
+ * (and, during a section, the bench's own threads); CPU steal shows other tenants of the host,
+ * which the load average cannot see. Both cost the figures time.
+ */
+type Snapshot = {
+  at: string;
+  load1: number;
+  load5: number;
+  load15: number;
+  /** Cumulative jiffies of the `cpu` line of /proc/stat: steal and all states together. */
+  stealTicks: number;
+  totalTicks: number;
+  /** Share of CPU time stolen from this point to the next snapshot, in percent. */
+  stealPct?: number;
+};
+
+function snapshot(at: string): Snapshot {
+  const s: Snapshot = { at, load1: NaN, load5: NaN, load15: NaN, stealTicks: 0, totalTicks: 0 };
+  try {
+    [s.load1, s.load5, s.load15] = Deno.readTextFileSync("/proc/loadavg").split(" ").map(Number);
+    const cpu = Deno.readTextFileSync("/proc/stat").split("\n")[0].trim().split(/\s+/).slice(1)
+      .map(Number);
+    s.stealTicks = cpu[7] ?? 0;
+    s.totalTicks = cpu.slice(0, 8).reduce((x, y) => x + y, 0);
+  } catch { /* not Linux: the figures just go unannotated */ }
+  return s;
+}
+
+function withSteal(snaps: Snapshot[]): Snapshot[] {
+  return snaps.map((s, i) => {
+    const n = snaps[i + 1];
+    if (!n || n.totalTicks === s.totalTicks) return s;
+    return {
+      ...s,
+      stealPct: (100 * (n.stealTicks - s.stealTicks)) / (n.totalTicks - s.totalTicks),
+    };
+  });
+}
+
+/**
+ * Token ids of a deterministic prompt: BOS then ordinary word tokens. `variant` changes every
+ * token after BOS (4729 is coprime with 20000, so up to 20000 variants never share token 1),
+ * which keeps either server from reusing a cached prefix between requests.
+ */
+function promptIds(n: number, variant = 0): number[] {
   const ids = [128000];
-  for (let i = 1; i < n; i++) ids.push(1000 + ((i * 7919) % 20000));
+  for (let i = 1; i < n; i++) ids.push(1000 + ((i * 7919 + variant * 4729) % 20000));
   return ids;
+}
+
+// ---------------------------------------------------------------- the library limit
+
+type Lib = { llama: Llama; model: ModelPtr; threads: number };
+
+function contextFor(lib: Lib, nCtx: number, nSeqMax: number): ContextPtr {
+  // The server's own settings (lib/engine/model.ts), so both decode the same graphs.
+  return newContext(lib.llama, lib.model, {
+    n_ctx: nCtx,
+    n_batch: 2048,
+    n_ubatch: 512,
+    n_seq_max: nSeqMax,
+    n_threads: lib.threads,
+    n_threads_batch: lib.threads,
+    no_perf: true,
+  });
+}
+
+function greedyChain(llama: Llama): SamplerPtr {
+  const chain = samplerChain(llama);
+  chainAdd(llama, chain, samplers(llama).greedy());
+  return chain;
 }
 
 type Speeds = { promptTps: number; genTps: number };
 
-/** The library limit: one prefill batch, then one-token decode steps with greedy sampling. */
-async function ffiLoop(path: string, a: Args, threads: number): Promise<Speeds> {
-  const llama = openLlama();
-  const model = await loadModel(llama, path, {});
-  const ctx = newContext(llama, model, {
-    n_ctx: 1024,
-    n_batch: 2048,
-    n_ubatch: 512,
-    n_seq_max: 1,
-    n_threads: threads,
-    n_threads_batch: threads,
-    no_perf: true,
-  });
+/** Single sequence: one prefill batch, then one-token decode steps with greedy sampling. */
+async function singleLibrary(lib: Lib, a: Args): Promise<Speeds> {
+  const { llama } = lib;
+  const ctx = contextFor(lib, 1024, 1);
   const mem = llama.sym.llama_get_memory(ctx)!;
   const batch = newBatch(a.promptTokens);
-  const chain = samplerChain(llama);
-  chainAdd(llama, chain, samplers(llama).greedy());
+  const chain = greedyChain(llama);
   const ids = promptIds(a.promptTokens);
   const prompt: number[] = [];
   const gen: number[] = [];
@@ -137,109 +299,455 @@ async function ffiLoop(path: string, a: Args, threads: number): Promise<Speeds> 
   } finally {
     samplerFree(llama, chain);
     freeContext(llama, ctx);
-    freeModel(llama, model);
   }
   return { promptTps: median(prompt), genTps: median(gen) };
 }
 
-/** The same work through `POST /v1/completions` with streaming, timed at the client. */
-async function serverLoop(path: string, a: Args, threads: number): Promise<Speeds> {
-  const srv = await startServer([
+type LibLimit = {
+  concurrency: number;
+  /** c × gen-tokens / time of the one-token decode steps (sampling included). */
+  genTps: number;
+  /** c × gen-tokens / (prefill + steps): what a server could reach if it never idled. */
+  withPrefillTps: number;
+  prefillMs: number;
+  stepsMs: number;
+  runs: { prefillMs: number; stepsMs: number }[];
+};
+
+/**
+ * The batch shapes the scheduler builds for `c` clients arriving together: their prompts packed
+ * into decodes of at most n_batch tokens (a prompt may straddle two, as in `pack()`), then
+ * gen-tokens steps of `c` one-token sequences. Each sequence samples with its own greedy chain
+ * after every decode that produced its logits, as the server does per sequence.
+ */
+async function libraryLimit(lib: Lib, ctx: ContextPtr, c: number, a: Args): Promise<LibLimit> {
+  const { llama } = lib;
+  const nBatch = 2048;
+  const mem = llama.sym.llama_get_memory(ctx)!;
+  const batch = newBatch(nBatch);
+  const chains = Array.from({ length: c }, () => greedyChain(llama));
+  const runs: LibLimit["runs"] = [];
+  try {
+    for (let run = 0; run < a.libRuns; run++) {
+      llama.sym.llama_memory_clear(mem, true);
+      const flat: { tok: number; pos: number; seq: number; last: boolean }[] = [];
+      for (let s = 0; s < c; s++) {
+        const ids = promptIds(a.promptTokens, 1 + run * c + s);
+        ids.forEach((tok, pos) => flat.push({ tok, pos, seq: s, last: pos === ids.length - 1 }));
+      }
+      const next = new Int32Array(c);
+      let t0 = performance.now();
+      for (let off = 0; off < flat.length; off += nBatch) {
+        const part = flat.slice(off, off + nBatch);
+        part.forEach((e, i) => {
+          batch.token[i] = e.tok;
+          batch.pos[i] = e.pos;
+          batch.seqId[i] = e.seq;
+          batch.logits[i] = e.last ? 1 : 0;
+        });
+        setBatchSize(batch, part.length);
+        if (await decode(llama, ctx, batch)) throw new Error(`prefill failed (c=${c})`);
+        part.forEach((e, i) => {
+          if (e.last) next[e.seq] = samplerSample(llama, chains[e.seq], ctx, i);
+        });
+      }
+      const prefillMs = performance.now() - t0;
+      t0 = performance.now();
+      for (let step = 0; step < a.genTokens; step++) {
+        for (let s = 0; s < c; s++) {
+          batch.token[s] = next[s];
+          batch.pos[s] = a.promptTokens + step;
+          batch.seqId[s] = s;
+          batch.logits[s] = 1;
+        }
+        setBatchSize(batch, c);
+        if (await decode(llama, ctx, batch)) throw new Error(`decode failed (c=${c})`);
+        for (let s = 0; s < c; s++) next[s] = samplerSample(llama, chains[s], ctx, s);
+      }
+      runs.push({ prefillMs, stepsMs: performance.now() - t0 });
+    }
+  } finally {
+    for (const ch of chains) samplerFree(llama, ch);
+  }
+  // Background load only ever slows a run down, so the fastest run is the closest to the limit.
+  const best = runs.reduce((x, y) => (y.stepsMs < x.stepsMs ? y : x));
+  const tokens = c * a.genTokens;
+  return {
+    concurrency: c,
+    genTps: tokens / (best.stepsMs / 1000),
+    withPrefillTps: tokens / ((best.prefillMs + best.stepsMs) / 1000),
+    prefillMs: best.prefillMs,
+    stepsMs: best.stepsMs,
+    runs,
+  };
+}
+
+// ---------------------------------------------------------------- the client
+
+type Completion = { startMs: number; ttftMs: number; totalMs: number; completionTokens: number };
+
+/**
+ * One streaming `/v1/completions` request, timed at the client. The first token is the first
+ * chunk carrying text: both servers hold back a token that ends inside a UTF-8 sequence, so an
+ * empty chunk would not be a token the user could see.
+ */
+async function streamCompletion(url: string, prompt: number[], maxTokens: number) {
+  const t0 = performance.now();
+  const r = await fetch(`${url}/v1/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      prompt,
+      max_tokens: maxTokens,
+      temperature: 0,
+      ignore_eos: true,
+      stream: true,
+      stream_options: { include_usage: true },
+    }),
+  });
+  if (!r.ok || !r.body) {
+    throw new Error(`POST ${url}/v1/completions: ${r.status} ${await r.text()}`);
+  }
+  const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+  let tFirst = 0;
+  let completionTokens = -1;
+  let buf = "";
+  while (true) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += value;
+    let i;
+    while ((i = buf.indexOf("\n\n")) >= 0) {
+      const msg = buf.slice(0, i).trim();
+      buf = buf.slice(i + 2);
+      if (!msg.startsWith("data: {")) continue;
+      // The client shares the 2 cores with the server it measures: parse only the chunks that
+      // matter (up to the first text, the usage, an error). Escaped text cannot match `"usage"`.
+      if (tFirst && !msg.includes('"usage"') && !msg.includes('"error"')) continue;
+      const body = JSON.parse(msg.slice(6));
+      if (body.error) throw new Error(`${url}: ${JSON.stringify(body.error)}`);
+      if (body.usage) completionTokens = body.usage.completion_tokens;
+      if (!tFirst && body.choices?.[0]?.text) tFirst = performance.now();
+    }
+  }
+  const tEnd = performance.now();
+  if (completionTokens < 0) throw new Error(`${url}: the stream ended without a usage chunk`);
+  return {
+    startMs: t0,
+    ttftMs: (tFirst || tEnd) - t0,
+    totalMs: tEnd - t0,
+    completionTokens,
+  } satisfies Completion;
+}
+
+type Phase = {
+  concurrency: number;
+  requests: number;
+  completionTokens: number;
+  wallMs: number;
+  /** Total completion tokens / wall time of the phase. */
+  genTps: number;
+  ttftP50Ms: number;
+  ttftP95Ms: number;
+  ttftMs: number[];
+};
+
+/** `c` clients, each issuing `perClient` requests back to back; fresh prompts throughout. */
+async function drive(
+  url: string,
+  c: number,
+  perClient: number,
+  a: Args,
+  variants: { next: number },
+): Promise<Phase> {
+  const done: Completion[] = [];
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: c }, async () => {
+      for (let k = 0; k < perClient; k++) {
+        const prompt = promptIds(a.promptTokens, variants.next++);
+        done.push(await streamCompletion(url, prompt, a.genTokens));
+      }
+    }),
+  );
+  const wallMs = performance.now() - t0;
+  const completionTokens = done.reduce((s, d) => s + d.completionTokens, 0);
+  const expected = c * perClient * a.genTokens;
+  if (completionTokens !== expected) {
+    console.error(`bench: warning: ${completionTokens} completion tokens, expected ${expected}`);
+  }
+  const ttft = done.map((d) => d.ttftMs);
+  return {
+    concurrency: c,
+    requests: done.length,
+    completionTokens,
+    wallMs,
+    genTps: completionTokens / (wallMs / 1000),
+    ttftP50Ms: percentile(ttft, 50),
+    ttftP95Ms: percentile(ttft, 95),
+    ttftMs: ttft.map((x) => Math.round(x * 10) / 10),
+  };
+}
+
+/** Runs every concurrency against one server after a warm-up request. */
+async function sweep(url: string, a: Args, variants: { next: number }): Promise<Phase[]> {
+  await streamCompletion(url, promptIds(a.promptTokens, variants.next++), 8);
+  const out: Phase[] = [];
+  for (const c of a.concurrency) {
+    const p = await drive(url, c, a.requests, a, variants);
+    console.error(
+      `bench:   c=${c}: ${p.genTps.toFixed(1)} tok/s, TTFT p50 ${p.ttftP50Ms.toFixed(0)} ms ` +
+        `(${p.requests} requests, ${(p.wallMs / 1000).toFixed(1)} s)`,
+    );
+    out.push(p);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- the server
+
+/** Single sequence through `POST /v1/completions` with streaming, timed at the client. */
+async function singleServer(url: string, a: Args): Promise<Speeds> {
+  const prompt: number[] = [];
+  const gen: number[] = [];
+  for (let run = 0; run <= a.runs; run++) {
+    // A fresh prompt every run: the server keeps finished sequences' KV for prefix reuse, and a
+    // repeated prompt would skip the very prefill being timed.
+    const r = await streamCompletion(url, promptIds(a.promptTokens, 10_000 + run), a.genTokens + 1);
+    if (run === 0) continue;
+    // Time to first token covers the prompt; every later token is one decode step.
+    prompt.push(a.promptTokens / (r.ttftMs / 1000));
+    gen.push((r.completionTokens - 1) / ((r.totalMs - r.ttftMs) / 1000));
+  }
+  return { promptTps: median(prompt), genTps: median(gen) };
+}
+
+function hearthArgs(path: string, maxBatch: number, maxSeqLen: number, threads: number) {
+  return [
     "--model",
     path,
     "--max-batch",
-    "4",
+    String(maxBatch),
     "--max-seq-len",
-    "1024",
+    String(maxSeqLen),
     "--threads",
     String(threads),
-  ], { timeoutMs: 300_000 });
-  const prompt: number[] = [];
-  const gen: number[] = [];
-  try {
-    for (let run = 0; run <= a.runs; run++) {
-      const t0 = performance.now();
-      const r = await fetch(`${srv.url}/v1/completions`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({
-          prompt: promptIds(a.promptTokens),
-          max_tokens: a.genTokens + 1,
-          temperature: 0,
-          ignore_eos: true,
-          stream: true,
-          stream_options: { include_usage: true },
-        }),
-      });
-      const reader = r.body!.getReader();
-      const dec = new TextDecoder();
-      let tFirst = 0;
-      let chunks = 0;
-      let generated = 0;
-      let buf = "";
-      while (true) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buf += dec.decode(value, { stream: true });
-        let i;
-        while ((i = buf.indexOf("\n\n")) >= 0) {
-          const msg = buf.slice(0, i);
-          buf = buf.slice(i + 2);
-          if (!msg.startsWith("data: {")) continue;
-          const body = JSON.parse(msg.slice(6));
-          if (body.usage) generated = body.usage.completion_tokens;
-          else if (chunks++ === 0) tFirst = performance.now();
-        }
-      }
-      const tEnd = performance.now();
-      if (run === 0) continue;
-      // Time to first token covers the prompt; every later token is one decode step.
-      prompt.push(a.promptTokens / ((tFirst - t0) / 1000));
-      gen.push((generated - 1) / ((tEnd - tFirst) / 1000));
-    }
-  } finally {
-    await srv.stop();
-  }
-  return { promptTps: median(prompt), genTps: median(gen) };
+  ];
 }
+
+// ---------------------------------------------------------------- report
+
+const f1 = (x: number | undefined) => (x === undefined || Number.isNaN(x) ? "-" : x.toFixed(1));
+const f3 = (x: number | undefined) => (x === undefined || Number.isNaN(x) ? "-" : x.toFixed(3));
+const f0 = (x: number | undefined) => (x === undefined || Number.isNaN(x) ? "-" : x.toFixed(0));
+
+function table(head: string[], rows: string[][]): string {
+  const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+  const line = (r: string[]) => r.map((s, i) => (i === 0 ? s.padEnd(w[i]) : s.padStart(w[i])));
+  return [
+    line(head).join(" | "),
+    w.map((n) => "-".repeat(n)).join("-|-"),
+    ...rows.map((r) => line(r).join(" | ")),
+  ].join("\n");
+}
+
+type ConcurrencyRow = {
+  concurrency: number;
+  server: Phase;
+  library: LibLimit;
+  /** server / library-limit generated tok/s; the issue's target is >= 0.9. */
+  ratio: number;
+  peer?: Phase;
+  /** server / llama-server generated tok/s. */
+  ratioToPeer?: number;
+};
 
 if (import.meta.main) {
   const a = parseArgs(Deno.args);
-  const path = a.model ?? await benchModel();
   const threads = navigator.hardwareConcurrency;
-  console.error(`bench: model ${path}, ${threads} threads, ${a.runs} runs (+1 warm-up)`);
-  const lib = await ffiLoop(path, a, threads);
-  const srv = await serverLoop(path, a, threads);
-  const rows = [
-    ["prompt processing tok/s", lib.promptTps, srv.promptTps],
-    ["generation tok/s", lib.genTps, srv.genTps],
-  ] as const;
-  console.log(
-    `\n${"single sequence".padEnd(26)} ${"library".padStart(10)} ${"server".padStart(10)} ${
-      "ratio".padStart(7)
-    }`,
-  );
-  for (const [name, l, s] of rows) {
-    console.log(
-      `${name.padEnd(26)} ${l.toFixed(1).padStart(10)} ${s.toFixed(1).padStart(10)} ${
-        (s / l).toFixed(3).padStart(7)
-      }`,
+  const loads = [snapshot("start")];
+  if (loads[0].load1 > 0.5) {
+    console.error(
+      `bench: warning: load average ${loads[0].load1} at start; on ${threads} cores other ` +
+        `processes distort every figure (see \`uptime\`)`,
     );
   }
+  // Build the peer first, so a failure costs nothing and its compile does not overlap a figure.
+  let peerBuild: PeerBuild | undefined;
+  if (a.peer) {
+    try {
+      peerBuild = await buildLlamaServer();
+    } catch (e) {
+      console.error(`bench: --peer: cannot use llama-server: ${(e as Error).message}`);
+      Deno.exit(1);
+    }
+    console.error(`bench: peer ${peerBuild.bin} (${peerBuild.version})`);
+  }
+  const path = a.model ?? await benchModel();
+  console.error(
+    `bench: model ${path}, ${threads} threads, load ${loads[0].load1}; ` +
+      `concurrency ${a.concurrency.join(",")} × ${a.requests} requests, ` +
+      `${a.promptTokens}+${a.genTokens} tokens, max-batch ${a.maxBatch}, ` +
+      `max-seq-len ${a.maxSeqLen}`,
+  );
+
+  const llama = openLlama();
+  const lib: Lib = { llama, model: await loadModel(llama, path, {}), threads };
+  let single: { library: Speeds; server: Speeds } | undefined;
+  const limits: LibLimit[] = [];
+  try {
+    if (a.single) {
+      loads.push(snapshot("single"));
+      console.error("bench: single sequence, library...");
+      const libSingle = await singleLibrary(lib, a);
+      console.error("bench: single sequence, server...");
+      const srv = await startServer(hearthArgs(path, 4, 1024, threads), { timeoutMs: 300_000 });
+      try {
+        single = { library: libSingle, server: await singleServer(srv.url, a) };
+      } finally {
+        await srv.stop();
+      }
+    }
+    loads.push(snapshot("library"));
+    console.error("bench: concurrency, library limit...");
+    const ctx = contextFor(lib, a.maxSeqLen * a.maxBatch, a.maxBatch);
+    try {
+      await libraryLimit(lib, ctx, 1, { ...a, libRuns: 1, genTokens: 8 }); // warm-up
+      for (const c of a.concurrency) {
+        const l = await libraryLimit(lib, ctx, c, a);
+        console.error(`bench:   c=${c}: ${l.genTps.toFixed(1)} tok/s`);
+        limits.push(l);
+      }
+    } finally {
+      freeContext(llama, ctx);
+    }
+  } finally {
+    freeModel(llama, lib.model);
+  }
+
+  // Prompt variants are unique across the whole run, so no request can hit a cached prefix.
+  const variants = { next: 1_000 };
+  loads.push(snapshot("server"));
+  console.error("bench: concurrency, server...");
+  const srv = await startServer(hearthArgs(path, a.maxBatch, a.maxSeqLen, threads), {
+    timeoutMs: 300_000,
+  });
+  let server: Phase[];
+  try {
+    server = await sweep(srv.url, a, variants);
+  } finally {
+    await srv.stop();
+  }
+
+  let peer: Phase[] | undefined;
+  if (peerBuild) {
+    loads.push(snapshot("peer"));
+    console.error("bench: concurrency, llama-server...");
+    const p = await startLlamaServer(peerBuild.bin, path, {
+      ctx: a.maxSeqLen * a.maxBatch,
+      parallel: a.maxBatch,
+      threads,
+    });
+    try {
+      peer = await sweep(p.url, a, variants);
+    } finally {
+      await p.stop();
+    }
+  }
+  loads.push(snapshot("end"));
+
+  if (single) {
+    console.log("\nsingle sequence");
+    console.log(table(["", "library", "server", "ratio"], [
+      [
+        "prompt processing tok/s",
+        f1(single.library.promptTps),
+        f1(single.server.promptTps),
+        f3(single.server.promptTps / single.library.promptTps),
+      ],
+      [
+        "generation tok/s",
+        f1(single.library.genTps),
+        f1(single.server.genTps),
+        f3(single.server.genTps / single.library.genTps),
+      ],
+    ]));
+  }
+  const rows: ConcurrencyRow[] = a.concurrency.map((c, i) => ({
+    concurrency: c,
+    server: server[i],
+    library: limits[i],
+    ratio: server[i].genTps / limits[i].genTps,
+    peer: peer?.[i],
+    ratioToPeer: peer ? server[i].genTps / peer[i].genTps : undefined,
+  }));
+  const head = ["concurrency", "server tok/s", "library tok/s", "ratio", "TTFT p50", "TTFT p95"];
+  if (peer) head.push("llama-server tok/s", "TTFT p50", "vs llama-server");
+  console.log(
+    `\nconcurrency (${a.requests} requests per client, ${a.promptTokens}+${a.genTokens} tokens; ` +
+      `TTFT in ms; library = decode steps incl. sampling)`,
+  );
+  console.log(table(
+    head,
+    rows.map((r) => [
+      String(r.concurrency),
+      f1(r.server.genTps),
+      f1(r.library.genTps),
+      f3(r.ratio),
+      f0(r.server.ttftP50Ms),
+      f0(r.server.ttftP95Ms),
+      ...(peer ? [f1(r.peer?.genTps), f0(r.peer?.ttftP50Ms), f3(r.ratioToPeer)] : []),
+    ]),
+  ));
+  console.log(
+    `library incl. prefill tok/s: ${
+      rows.map((r) => `c=${r.concurrency} ${f1(r.library.withPrefillTps)}`).join(", ")
+    }`,
+  );
+  const machine = withSteal(loads);
+  const fmtLoad = (l: Snapshot) =>
+    `${l.at} ${l.load1.toFixed(2)}${l.stealPct === undefined ? "" : ` (${f1(l.stealPct)}%)`}`;
+  console.log(
+    `load average (1 min) at the start of each section (CPU steal during it): ` +
+      machine.map(fmtLoad).join(", "),
+  );
+  if (machine.some((m) => (m.stealPct ?? 0) > 5)) {
+    console.log("warning: other tenants of the host took CPU time during the run (steal > 5%)");
+  }
+
+  const date = new Date().toISOString();
   const result = {
-    date: new Date().toISOString(),
+    date,
     model: path,
     threads,
-    promptTokens: a.promptTokens,
-    genTokens: a.genTokens,
-    runs: a.runs,
-    library: lib,
-    server: srv,
-    ratio: { prompt: srv.promptTps / lib.promptTps, gen: srv.genTps / lib.genTps },
+    cpu: cpuModel(),
+    args: a,
+    loadavg: machine,
+    single: single && {
+      ...single,
+      ratio: {
+        prompt: single.server.promptTps / single.library.promptTps,
+        gen: single.server.genTps / single.library.genTps,
+      },
+    },
+    concurrency: rows,
+    peer: peerBuild && {
+      bin: peerBuild.bin,
+      version: peerBuild.version,
+      args: peerArgs(path, a.maxSeqLen * a.maxBatch, a.maxBatch, threads, 0).slice(0, -2),
+    },
   };
   const dir = new URL("./results/", import.meta.url).pathname;
   await Deno.mkdir(dir, { recursive: true });
-  const file = `${dir}single-${result.date.replace(/[:.]/g, "-")}.json`;
+  const file = `${dir}bench-${date.replace(/[:.]/g, "-")}.json`;
   await Deno.writeTextFile(file, JSON.stringify(result, null, 2) + "\n");
   console.log(`\nwrote ${file}`);
+}
+
+function cpuModel(): string | undefined {
+  try {
+    return Deno.readTextFileSync("/proc/cpuinfo").match(/^model name\s*:\s*(.*)$/m)?.[1];
+  } catch {
+    return undefined;
+  }
 }

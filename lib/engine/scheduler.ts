@@ -201,7 +201,11 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
     slotTokens[slot] = [];
   }
 
-  /** Picks the free slot sharing the longest prefix with `prompt` (else an empty, else any). */
+  /**
+   * Picks the free slot sharing the longest prefix with `prompt`; ties go to the lowest slot id.
+   * Low, dense ids matter: llama.cpp's attention view spans the KV streams from the lowest to the
+   * highest sequence id in a batch, so scattered ids cost compute for idle streams.
+   */
   function takeSlot(prompt: Int32Array): { slot: number; common: number } {
     let best = -1;
     let bestLen = -1;
@@ -210,8 +214,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
       let n = 0;
       const max = Math.min(toks.length, prompt.length);
       while (n < max && toks[n] === prompt[n]) n++;
-      // Ties go to the emptier slot, so a useful cache is not overwritten needlessly.
-      if (n > bestLen || (n === bestLen && toks.length < slotTokens[freeSlots[best]].length)) {
+      if (n > bestLen || (n === bestLen && freeSlots[i] < freeSlots[best])) {
         best = i;
         bestLen = n;
       }
@@ -255,12 +258,21 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
       seq.fed = keep;
       seq.pos = keep;
       seq.cached = keep;
-      running.push(seq);
+      // Batch rows must go in ascending sequence id: llama.cpp then packs one step's tokens
+      // into a single ubatch (descending ids split it into one ubatch per sequence, ~4x slower).
+      const at = running.findIndex((r) => r.slot > slot);
+      running.splice(at < 0 ? running.length : at, 0, seq);
     }
   }
 
-  /** Fills the batch; returns its size. */
+  /**
+   * Fills the batch; returns its size. Generating sequences get their token first; prompt chunks
+   * share what is left of the budget. Rows are written in ascending slot order (`running` is kept
+   * sorted) so llama.cpp can take the step in as few ubatches as possible.
+   */
   function pack(): number {
+    let prefillBudget = budget;
+    for (const seq of running) if (seq.pending >= 0) prefillBudget--;
     let n = 0;
     for (const seq of running) {
       seq.logitIndex = -1;
@@ -269,13 +281,12 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
         seq.logitIndex = n++;
         seq.pos++;
         seq.pending = -1;
+        continue;
       }
-    }
-    for (const seq of running) {
-      if (n >= budget) break;
       const left = seq.req.prompt.length - seq.fed;
-      if (left <= 0 || seq.logitIndex >= 0) continue;
-      const take = Math.min(left, budget - n);
+      if (left <= 0 || prefillBudget <= 0) continue;
+      const take = Math.min(left, prefillBudget);
+      prefillBudget -= take;
       for (let k = 0; k < take; k++) {
         const last = seq.fed + k === seq.req.prompt.length - 1;
         put(n, seq.req.prompt[seq.fed + k], seq.pos, seq.slot, last);
@@ -367,11 +378,15 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
 
   function wakeLoop(): void {
     if (!looping && (running.length || waiting.length || exclusiveQueue.length)) {
-      loop().catch((e) => {
-        for (const seq of [...running, ...waiting.splice(0)]) {
-          fail(seq, `engine error: ${(e as Error).message}`);
-        }
-      });
+      looping = true;
+      // Start on a microtask so requests submitted in the same tick share the first step.
+      queueMicrotask(() =>
+        loop().catch((e) => {
+          for (const seq of [...running, ...waiting.splice(0)]) {
+            fail(seq, `engine error: ${(e as Error).message}`);
+          }
+        })
+      );
     }
   }
 

@@ -1,0 +1,206 @@
+/**
+ * llama.cpp's own `llama-server` as a benchmark peer: built once from the llama.cpp source that
+ * matches Hearth's prebuilt library (`llamaSourceDir()`), cached under
+ * `~/.cache/hearth-src/llama-server-build`, and started on a loopback port with the same model
+ * and sequence count as the Hearth server under test. It is yardstick material only: nothing of it
+ * is part of Hearth or committed.
+ *
+ * @example
+ * ```ts
+ * import { buildLlamaServer, startLlamaServer } from "./peer.ts";
+ * const build = await buildLlamaServer(); // ~5 minutes on 2 cores the first time, then cached
+ * await using peer = await startLlamaServer(build.bin, "model.gguf", {
+ *   ctx: 8192,
+ *   parallel: 32,
+ *   threads: 2,
+ * });
+ * await fetch(`${peer.url}/v1/completions`, { method: "POST", body: "..." });
+ * ```
+ * @module
+ */
+import { llamaSourceDir, sourceCacheDir } from "../tests/support/llama_source.ts";
+import { freePort } from "../tests/support/server.ts";
+
+export type PeerBuild = {
+  bin: string;
+  /** First line of `llama-server --version`, e.g. `version: 1 (de3ff81)`. */
+  version: string;
+  /** Seconds the build took in this call; 0 when the cached binary was used. */
+  buildSeconds: number;
+  cached: boolean;
+};
+
+/** The flags the issue asks for; `GGML_NATIVE` because the peer should be at its best here. */
+const CMAKE_FLAGS = [
+  "-DCMAKE_BUILD_TYPE=Release",
+  "-DLLAMA_BUILD_TESTS=OFF",
+  "-DLLAMA_OPENSSL=OFF",
+  "-DLLAMA_BUILD_UI=OFF",
+  "-DLLAMA_USE_PREBUILT_UI=OFF",
+  "-DGGML_NATIVE=ON",
+];
+
+export function peerBuildDir(): string {
+  return `${sourceCacheDir()}/llama-server-build`;
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.stat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Runs a build step with its output appended to `log`, so a failure can quote the tail. */
+async function step(cmd: string, args: string[], log: string): Promise<void> {
+  const out = await new Deno.Command(cmd, { args, stdout: "piped", stderr: "piped" }).output();
+  const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
+  await Deno.writeTextFile(log, `$ ${cmd} ${args.join(" ")}\n${text}\n`, { append: true });
+  if (!out.success) {
+    throw new Error(
+      `llama-server build failed at \`${cmd} ${args.slice(0, 3).join(" ")} ...\` ` +
+        `(full log: ${log}):\n${text.trim().split("\n").slice(-15).join("\n")}`,
+    );
+  }
+}
+
+export async function peerVersion(bin: string): Promise<string> {
+  const out = await new Deno.Command(bin, { args: ["--version"], stdout: "piped", stderr: "piped" })
+    .output();
+  // It prints to stderr in this version; read both so a change of stream does not matter.
+  const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
+  return text.split("\n").find((l) => l.startsWith("version")) ?? text.trim().split("\n")[0];
+}
+
+/**
+ * Returns the `llama-server` binary, building it first when the cache has none. Throws with the
+ * reason (and the log's tail) when a tool is missing or the build fails.
+ */
+export async function buildLlamaServer(): Promise<PeerBuild> {
+  const dir = peerBuildDir();
+  const bin = `${dir}/bin/llama-server`;
+  if (await exists(bin)) {
+    return { bin, version: await peerVersion(bin), buildSeconds: 0, cached: true };
+  }
+  for (const tool of ["cmake", "c++"]) {
+    const found = await new Deno.Command("sh", { args: ["-c", `command -v ${tool}`] }).output();
+    if (!found.success) {
+      throw new Error(`cannot build llama-server: \`${tool}\` is not on PATH`);
+    }
+  }
+  const src = await llamaSourceDir();
+  await Deno.mkdir(dir, { recursive: true });
+  const log = `${dir}/build.log`;
+  await Deno.writeTextFile(log, "");
+  const ninja = (await new Deno.Command("sh", { args: ["-c", "command -v ninja"] }).output())
+    .success;
+  console.error(`bench: building llama-server in ${dir} (once, about 5 minutes on 2 cores)...`);
+  const t0 = performance.now();
+  await step(
+    "cmake",
+    ["-S", src, "-B", dir, ...(ninja ? ["-G", "Ninja"] : []), ...CMAKE_FLAGS],
+    log,
+  );
+  await step("cmake", ["--build", dir, "-j2", "--target", "llama-server"], log);
+  const buildSeconds = (performance.now() - t0) / 1000;
+  if (!await exists(bin)) throw new Error(`the build finished but ${bin} is missing (log: ${log})`);
+  return { bin, version: await peerVersion(bin), buildSeconds, cached: false };
+}
+
+/** llama-server's command line; everything not named here stays at its defaults. */
+export function peerArgs(
+  model: string,
+  ctx: number,
+  parallel: number,
+  threads: number,
+  port: number,
+): string[] {
+  return [
+    ...["-m", model, "-c", String(ctx), "-np", String(parallel), "-t", String(threads)],
+    ...["--no-webui", "--host", "127.0.0.1", "--port", String(port)],
+  ];
+}
+
+export type RunningPeer = {
+  url: string;
+  stderr: () => string;
+  stop: () => Promise<void>;
+  [Symbol.asyncDispose]: () => Promise<void>;
+};
+
+export type PeerOptions = {
+  /** Total context (`-c`), split evenly over `parallel` slots as llama-server does. */
+  ctx: number;
+  parallel: number;
+  threads: number;
+  timeoutMs?: number;
+};
+
+/** Starts `llama-server` on a free loopback port and waits until `/health` answers 200. */
+export async function startLlamaServer(
+  bin: string,
+  model: string,
+  o: PeerOptions,
+): Promise<RunningPeer> {
+  const port = freePort();
+  const child = new Deno.Command(bin, {
+    args: peerArgs(model, o.ctx, o.parallel, o.threads, port),
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  let err = "";
+  const pump = (async () => {
+    const dec = new TextDecoder();
+    for await (const chunk of child.stderr) {
+      // Keep only the tail: llama-server logs every request.
+      err = (err + dec.decode(chunk, { stream: true })).slice(-20_000);
+    }
+  })();
+  let exited = false;
+  const status = child.status.then((s) => {
+    exited = true;
+    return s;
+  });
+  const stop = async () => {
+    if (!exited) {
+      try {
+        child.kill("SIGTERM");
+      } catch { /* already gone */ }
+      const t = setTimeout(() => {
+        try {
+          child.kill("SIGKILL");
+        } catch { /* already gone */ }
+      }, 5000);
+      await status;
+      clearTimeout(t);
+    }
+    await pump;
+  };
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + (o.timeoutMs ?? 120_000);
+  while (true) {
+    if (exited) {
+      await pump;
+      throw new Error(`llama-server exited before it was ready:\n${err.slice(-3000)}`);
+    }
+    try {
+      const r = await fetch(`${url}/health`);
+      await r.body?.cancel();
+      if (r.ok) break;
+    } catch { /* not listening yet */ }
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`llama-server not ready after ${o.timeoutMs ?? 120_000} ms:\n${err}`);
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return { url, stderr: () => err, stop, [Symbol.asyncDispose]: stop };
+}
+
+if (import.meta.main) {
+  const b = await buildLlamaServer();
+  console.log(JSON.stringify(b, null, 2));
+}
