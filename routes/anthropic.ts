@@ -6,10 +6,10 @@
  * `model` is required, as in the real API, but any name is accepted and echoed back: Anthropic
  * clients hard-code Claude model names, and there is only one model here to answer with.
  *
- * Usage follows Anthropic's accounting, where the prompt is split between `input_tokens` and
- * `cache_read_input_tokens` (the prefix the engine reused from an earlier request), so
- * `count_tokens` equals their sum. Streams learn the cached part only at the end, so
- * `message_start` counts the whole prompt as `input_tokens` and `message_delta` corrects it.
+ * `usage.input_tokens` is the whole prompt, so it equals `count_tokens` for the same request. The
+ * engine's automatic prefix reuse is not Anthropic's explicit prompt caching: reporting it as
+ * `cache_read_input_tokens` on top would make clients that add the two count the prompt twice,
+ * so both cache fields are 0 (the reuse shows in `/metrics` and OpenAI's `cached_tokens`).
  *
  * @example
  * ```ts
@@ -175,7 +175,7 @@ export function anthropicRoutes(state: ServerState): Hono {
           content: [{ type: "text", text }],
           stop_reason: ev.stopReason,
           stop_sequence: ev.stopSequence,
-          usage: usage(promptTokens, ev.cachedTokens, ev.outputTokens),
+          usage: usage(promptTokens, ev.outputTokens),
         });
       }
     }
@@ -202,11 +202,11 @@ function unsupportedFeature(b: ConversationBody): string | undefined {
   return undefined;
 }
 
-function usage(promptTokens: number, cachedTokens: number, outputTokens: number) {
+function usage(promptTokens: number, outputTokens: number) {
   return {
-    input_tokens: promptTokens - cachedTokens,
+    input_tokens: promptTokens,
     cache_creation_input_tokens: 0,
-    cache_read_input_tokens: cachedTokens,
+    cache_read_input_tokens: 0,
     output_tokens: outputTokens,
   };
 }
@@ -228,7 +228,7 @@ async function* streamFrames(
       content: [],
       stop_reason: null,
       stop_sequence: null,
-      usage: usage(promptTokens, 0, 0),
+      usage: usage(promptTokens, 0),
     },
   });
   yield frame("content_block_start", {
@@ -255,7 +255,7 @@ async function* streamFrames(
       yield frame("message_delta", {
         type: "message_delta",
         delta: { stop_reason: ev.stopReason, stop_sequence: ev.stopSequence },
-        usage: usage(promptTokens, ev.cachedTokens, ev.outputTokens),
+        usage: usage(promptTokens, ev.outputTokens),
       });
       yield frame("message_stop", { type: "message_stop" });
       return;

@@ -359,3 +359,18 @@ Deno.test("UTF-8 split across tokens is held until whole, stop strings across pi
     freeModel(llama, model);
   }
 });
+
+Deno.test("--kvcache-dtype q8_0 serves (quantized K and V cache)", async () => {
+  const srv = await startServer(baseArgs(["--max-batch", "2", "--kvcache-dtype", "q8_0"]));
+  try {
+    const r = await fetch(`${srv.url}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ prompt: "Hello", max_tokens: 4, seed: 1 }),
+    });
+    assert.equal(r.status, 200);
+    assert.equal((await r.json()).usage.completion_tokens, 4);
+  } finally {
+    await srv.stop();
+  }
+});
