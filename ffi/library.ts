@@ -84,8 +84,17 @@ export function openLlama(explicitDir?: string): Llama {
 // llama.cpp logs from worker threads during nonblocking calls, so the callback must be
 // thread-safe; it is unref'd so it never keeps the process alive on its own. Output is quiet by
 // default (HEARTH_LLAMA_LOG=1 shows it); warnings are kept for error messages.
+//
+// The callback is process-global in llama.cpp but belongs to one JS isolate. Where several
+// isolates share the process (`deno test --parallel` workers), one ending would leave llama.cpp
+// calling a dead callback, so HEARTH_LLAMA_LOG=off registers a native no-op sink instead.
 function installLogger(llama: Llama): void {
-  const verbose = Deno.env.get("HEARTH_LLAMA_LOG") === "1";
+  const mode = Deno.env.get("HEARTH_LLAMA_LOG");
+  if (mode === "off") {
+    llama.sym.llama_log_set(nativeNoop(), null);
+    return;
+  }
+  const verbose = mode === "1";
   let lastLevel = 0;
   const cb = Deno.UnsafeCallback.threadSafe(
     { parameters: ["i32", "pointer", "pointer"], result: "void" } as const,
@@ -103,6 +112,19 @@ function installLogger(llama: Llama): void {
   );
   cb.unref();
   llama.sym.llama_log_set(cb.pointer, null);
+}
+
+/**
+ * A C function that can stand in for `void (*)(int, const char *, void *)` and does nothing:
+ * libc's `abs` reads only its first integer argument and has no side effects.
+ */
+function nativeNoop(): Deno.PointerValue {
+  const libc = Deno.dlopen("libc.so.6", {
+    dlsym: { parameters: ["pointer", "buffer"], result: "pointer" },
+  });
+  const p = libc.symbols.dlsym(null, cString("abs"));
+  if (!p) throw new Error("libc has no abs() to use as a silent log sink");
+  return p;
 }
 
 const encoder = new TextEncoder();

@@ -360,8 +360,8 @@ Deno.test("UTF-8 split across tokens is held until whole, stop strings across pi
   }
 });
 
-Deno.test("--kvcache-dtype q8_0 serves (quantized K and V cache)", async () => {
-  const srv = await startServer(baseArgs(["--max-batch", "2", "--kvcache-dtype", "q8_0"]));
+Deno.test("--kvcache-dtype reaches llama.cpp's type_k/type_v", async () => {
+  const srv = await startServer(baseArgs(["--max-batch", "2", "--kvcache-dtype", "bf16"]));
   try {
     const r = await fetch(`${srv.url}/v1/completions`, {
       method: "POST",
@@ -373,4 +373,9 @@ Deno.test("--kvcache-dtype q8_0 serves (quantized K and V cache)", async () => {
   } finally {
     await srv.stop();
   }
+  // q8_0 blocks are 32 wide; the tiny model's heads are 16: llama.cpp refuses, and so do we.
+  await assert.rejects(
+    () => startServer(baseArgs(["--max-batch", "2", "--kvcache-dtype", "q8_0"])),
+    /could not load the model: .*q8_0.*n_embd_head_k=16/,
+  );
 });

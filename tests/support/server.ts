@@ -39,7 +39,9 @@ export async function startServer(
   const cmd = opts.cmd ?? [Deno.execPath(), "run", "-A", `${root}main.ts`];
   const child = new Deno.Command(cmd[0], {
     args: [...cmd.slice(1), "serve", "--host", "127.0.0.1", "--port", String(port), ...args],
-    env: opts.env,
+    // A server is one isolate, so it keeps llama.cpp's log (for error detail) even when the test
+    // process itself runs with HEARTH_LLAMA_LOG=off.
+    env: { HEARTH_LLAMA_LOG: "", ...opts.env },
     cwd: opts.cwd,
     stdout: "null",
     stderr: "piped",
