@@ -55,7 +55,8 @@ const USAGE = `usage: deno task bench [options]
   --max-batch N         server sequences and llama-server -np (default 32)
   --max-seq-len N       context per sequence (default prompt+gen+1 rounded up to 64)
   --peer                also measure llama.cpp's llama-server (built once, ~5 min on 2 cores)
-  --no-single           skip the single-sequence section`;
+  --no-single           skip the single-sequence section
+  --no-constrained      skip the JSON-schema constrained vs unconstrained row`;
 
 type Args = {
   model?: string;
@@ -69,6 +70,7 @@ type Args = {
   maxSeqLen: number;
   peer: boolean;
   single: boolean;
+  constrained: boolean;
 };
 
 function parseArgs(argv: string[]): Args {
@@ -83,6 +85,7 @@ function parseArgs(argv: string[]): Args {
     maxSeqLen: 0,
     peer: false,
     single: true,
+    constrained: true,
   };
   const bad = (msg: string): never => {
     console.error(`bench: ${msg}\n${USAGE}`);
@@ -137,6 +140,9 @@ function parseArgs(argv: string[]): Args {
       case "--peer":
         a.peer = true;
         break;
+      case "--no-constrained":
+        a.constrained = false;
+        break;
       case "--no-single":
         a.single = false;
         break;
@@ -158,6 +164,30 @@ function parseArgs(argv: string[]): Args {
   if (over) bad(`concurrency ${over} exceeds --max-batch ${a.maxBatch}`);
   return a;
 }
+
+/** A schema that keeps the model writing (an open list of records), for the constrained row. */
+const BENCH_SCHEMA = {
+  type: "object",
+  properties: {
+    items: {
+      type: "array",
+      items: {
+        type: "object",
+        properties: {
+          name: { type: "string" },
+          count: { type: "integer" },
+          ok: { type: "boolean" },
+        },
+        required: ["name", "count", "ok"],
+        additionalProperties: false,
+      },
+    },
+  },
+  required: ["items"],
+  additionalProperties: false,
+};
+
+type ConstrainedRow = { concurrency: number; plain: Phase; json: Phase; ratio: number };
 
 async function benchModel(): Promise<string> {
   const dir = `${sourceCacheDir()}/bench`;
@@ -391,12 +421,18 @@ type Completion = { startMs: number; ttftMs: number; totalMs: number; completion
  * chunk carrying text: both servers hold back a token that ends inside a UTF-8 sequence, so an
  * empty chunk would not be a token the user could see.
  */
-async function streamCompletion(url: string, prompt: number[], maxTokens: number) {
+async function streamCompletion(
+  url: string,
+  prompt: number[],
+  maxTokens: number,
+  extra: Record<string, unknown> = {},
+) {
   const t0 = performance.now();
   const r = await fetch(`${url}/v1/completions`, {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify({
+      ...extra,
       prompt,
       max_tokens: maxTokens,
       temperature: 0,
@@ -459,6 +495,7 @@ async function drive(
   perClient: number,
   a: Args,
   variants: { next: number },
+  extra: Record<string, unknown> = {},
 ): Promise<Phase> {
   const done: Completion[] = [];
   const t0 = performance.now();
@@ -466,7 +503,7 @@ async function drive(
     Array.from({ length: c }, async () => {
       for (let k = 0; k < perClient; k++) {
         const prompt = promptIds(a.promptTokens, variants.next++);
-        done.push(await streamCompletion(url, prompt, a.genTokens));
+        done.push(await streamCompletion(url, prompt, a.genTokens, extra));
       }
     }),
   );
@@ -633,8 +670,19 @@ if (import.meta.main) {
     timeoutMs: 300_000,
   });
   let server: Phase[];
+  const constrained: ConstrainedRow[] = [];
   try {
     server = await sweep(srv.url, a, variants);
+    if (a.constrained) {
+      console.error("bench: JSON-schema constrained vs unconstrained...");
+      for (const c of [1, 8]) {
+        const plain = await drive(srv.url, c, a.requests, a, variants);
+        const json = await drive(srv.url, c, a.requests, a, variants, {
+          structured_outputs: { json: BENCH_SCHEMA },
+        });
+        constrained.push({ concurrency: c, plain, json, ratio: json.genTps / plain.genTps });
+      }
+    }
   } finally {
     await srv.stop();
   }
@@ -715,8 +763,19 @@ if (import.meta.main) {
     console.log("warning: other tenants of the host took CPU time during the run (steal > 5%)");
   }
 
+  if (constrained.length) {
+    console.log("\nstructured outputs (JSON Schema, same server; tok/s of generated tokens)");
+    console.log(table(
+      ["concurrency", "unconstrained tok/s", "json-schema tok/s", "ratio"],
+      constrained.map((
+        r,
+      ) => [String(r.concurrency), f1(r.plain.genTps), f1(r.json.genTps), f3(r.ratio)]),
+    ));
+  }
+
   const date = new Date().toISOString();
   const result = {
+    constrained: constrained.length ? { schema: BENCH_SCHEMA, rows: constrained } : undefined,
     date,
     model: path,
     threads,

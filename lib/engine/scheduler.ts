@@ -27,12 +27,15 @@ import {
   tokenToPiece,
 } from "../../ffi/mod.ts";
 import { type Channel, newChannel } from "./channel.ts";
+import { freeGrammarSampler, newGrammarSampler, sampleConstrained } from "./constrained.ts";
 import type { EngineModel } from "./model.ts";
 import { buildSamplerChain, type Sampling } from "./sampling.ts";
 import { endText, newTextStream, pushPiece, type TextStream } from "./text_stream.ts";
 
 export type GenRequest = {
   prompt: Int32Array;
+  /** GBNF the output must match (structured outputs); checked with `checkGrammar` first. */
+  grammar?: string;
   maxTokens: number;
   sampling: Sampling;
   stop: string[];
@@ -93,6 +96,7 @@ type Seq = {
   req: GenRequest;
   out: Channel<GenEvent>;
   chain?: SamplerPtr;
+  grammar?: SamplerPtr;
   fed: number; // prompt tokens already in the KV cache
   pos: number; // next position
   pending: number; // sampled token not yet decoded (-1 none)
@@ -178,6 +182,8 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
   function release(seq: Seq, keepCache = false): void {
     if (seq.chain) samplerFree(m.llama, seq.chain);
     seq.chain = undefined;
+    if (seq.grammar) freeGrammarSampler(m, seq.grammar);
+    seq.grammar = undefined;
     if (seq.slot >= 0) {
       if (!keepCache) clearSlot(seq.slot);
       freeSlots.push(seq.slot);
@@ -245,6 +251,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
           seq.req.sampling,
           seq.req.ignoreEos ? m.eogTokens : [],
         );
+        if (seq.req.grammar) seq.grammar = newGrammarSampler(m, seq.req.grammar);
       } catch (e) {
         fail(seq, `could not build the sampler: ${(e as Error).message}`);
         continue;
@@ -313,7 +320,14 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
     for (const seq of [...running]) {
       if (seq.logitIndex < 0) continue;
       if (gone(seq)) continue;
-      const token = samplerSample(m.llama, seq.chain!, m.ctx, seq.logitIndex);
+      const token = seq.grammar
+        ? sampleConstrained(m, seq.chain!, seq.grammar, seq.logitIndex, seq.req.ignoreEos)
+        : samplerSample(m.llama, seq.chain!, m.ctx, seq.logitIndex);
+      // Nothing the grammar allows is left: the constrained output is complete.
+      if (token === undefined) {
+        finish(seq, "stop");
+        continue;
+      }
       if (!seq.req.ignoreEos && m.eogTokens.includes(token)) {
         finish(seq, "stop");
         continue;
