@@ -24,7 +24,16 @@ import {
 import type { ServerState } from "../lib/engine/state.ts";
 import { checkIds, detokenizeIds, specialSpellings, tokenizeText } from "../lib/engine/tokens.ts";
 import { openaiError, parseBody } from "./errors.ts";
-import { messageSchema, modelNotFound, samplingFields, toSampling } from "./openai_common.ts";
+import {
+  messageSchema,
+  modelNotFound,
+  requestedGrammar,
+  responseFormatSchema,
+  samplingFields,
+  structuredOutputsSchema,
+  toSampling,
+} from "./openai_common.ts";
+import { checkGrammar } from "../lib/engine/constrained.ts";
 import { sseResponse } from "./sse.ts";
 
 const tokenIds = z.array(z.number().int("token ids must be integers")).min(1);
@@ -39,6 +48,8 @@ const generationFields = {
     .optional(),
   n: z.number().int().min(1).max(16).nullable().optional(),
   user: z.string().optional(),
+  structured_outputs: structuredOutputsSchema,
+  response_format: responseFormatSchema,
   ...samplingFields,
 };
 
@@ -69,8 +80,6 @@ const chatSchema = z.strictObject({
   tools: z.array(z.unknown()).nullable().optional(),
   tool_choice: z.unknown().optional(),
   parallel_tool_calls: z.boolean().nullable().optional(),
-  response_format: z.unknown().optional(),
-  structured_outputs: z.unknown().optional(),
   ...generationFields,
 });
 
@@ -171,15 +180,6 @@ function unsupportedChatField(b: ChatBody): { message: string; param: string } |
   if (b.tool_choice !== undefined && b.tool_choice !== null && b.tool_choice !== "none") {
     return { message: "`tool_choice` is not supported yet", param: "tool_choice" };
   }
-  if (b.response_format !== undefined && b.response_format !== null) {
-    const t = (b.response_format as { type?: unknown }).type;
-    if (t !== "text") {
-      return { message: "`response_format` is not supported yet", param: "response_format" };
-    }
-  }
-  if (b.structured_outputs !== undefined && b.structured_outputs !== null) {
-    return { message: "`structured_outputs` is not supported yet", param: "structured_outputs" };
-  }
   if (b.max_tokens != null && b.max_completion_tokens != null) {
     return {
       message: "give only one of `max_tokens` and `max_completion_tokens`",
@@ -215,6 +215,20 @@ async function generate(
   const engine = state.engine;
   if (!engine) return openaiError(c, 503, "the model is still loading", { code: "loading" });
   const m = engine.model;
+  const constraint = requestedGrammar(b);
+  if ("error" in constraint) {
+    return openaiError(c, 400, constraint.error, { param: constraint.param });
+  }
+  const grammar = constraint.gbnf;
+  if (grammar !== undefined) {
+    // Parsed once by llama.cpp here (cached), so a grammar it rejects is a 400, not a failed job.
+    const why = checkGrammar(m, grammar);
+    if (why) {
+      return openaiError(c, 400, why, {
+        param: b.structured_outputs ? "structured_outputs" : "response_format",
+      });
+    }
+  }
 
   let jobs: Job[];
   try {
@@ -233,6 +247,7 @@ async function generate(
         prompt,
         req: {
           prompt: Int32Array.from(prompt),
+          grammar,
           maxTokens: maxTokens(prompt),
           sampling: toSampling(b, k),
           stop: stopList(b),

@@ -12,6 +12,7 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import { defaultSampling, type Sampling } from "../lib/engine/sampling.ts";
+import { compileConstraint, isConstraintError, jsonObjectGbnf } from "../lib/constrain/mod.ts";
 import { openaiError } from "./errors.ts";
 
 const contentPart = z.looseObject({ type: z.string(), text: z.string().optional() });
@@ -66,4 +67,83 @@ export function modelNotFound(c: Context, model: string): Response {
     param: "model",
     code: "model_not_found",
   });
+}
+
+/** `structured_outputs`: exactly one of the four keys (checked after parsing, to name them). */
+export const structuredOutputsSchema = z.looseObject({
+  choice: z.array(z.string()).min(1, "must list at least one choice").optional(),
+  regex: z.string().min(1).optional(),
+  json: z.union([z.record(z.string(), z.unknown()), z.boolean()]).optional(),
+  grammar: z.string().min(1).optional(),
+}).nullable().optional();
+
+export const responseFormatSchema = z.union([
+  z.strictObject({ type: z.literal("text") }),
+  z.strictObject({ type: z.literal("json_object") }),
+  z.strictObject({
+    type: z.literal("json_schema"),
+    json_schema: z.strictObject({
+      name: z.string().optional(),
+      description: z.string().optional(),
+      schema: z.union([z.record(z.string(), z.unknown()), z.boolean()]),
+      strict: z.boolean().nullable().optional(),
+    }),
+  }),
+], "must be {type: text}, {type: json_object} or {type: json_schema, json_schema: {schema}}")
+  .nullable().optional();
+
+export type ConstraintRequest = {
+  structured_outputs?: z.output<typeof structuredOutputsSchema>;
+  response_format?: z.output<typeof responseFormatSchema>;
+};
+
+const CONSTRAINT_KEYS = ["choice", "regex", "json", "grammar"] as const;
+
+/**
+ * The GBNF a request asks for, or a 400-ready message naming what is wrong: exactly one key of
+ * `structured_outputs`, never together with a `response_format` other than text, and a constraint
+ * that compiles.
+ */
+export function requestedGrammar(
+  b: ConstraintRequest,
+): { gbnf?: string } | { error: string; param: string } {
+  const so = b.structured_outputs;
+  const rf = b.response_format && b.response_format.type !== "text" ? b.response_format : undefined;
+  if (so && rf) {
+    return {
+      error: "give either `structured_outputs` or `response_format`, not both",
+      param: "structured_outputs",
+    };
+  }
+  try {
+    if (so) {
+      const extra = Object.keys(so).filter((k) =>
+        !(CONSTRAINT_KEYS as readonly string[]).includes(k)
+      );
+      const given = CONSTRAINT_KEYS.filter((k) => so[k] !== undefined);
+      if (extra.length || given.length !== 1) {
+        return {
+          error: `\`structured_outputs\` needs exactly one of choice, regex, json, grammar; got ${
+            [...given, ...extra].join(", ") || "none"
+          }`,
+          param: "structured_outputs",
+        };
+      }
+      const key = given[0];
+      return { gbnf: compileConstraint({ [key]: so[key] }) };
+    }
+    if (rf?.type === "json_object") return { gbnf: jsonObjectGbnf() };
+    if (rf?.type === "json_schema") {
+      return { gbnf: compileConstraint({ json: rf.json_schema.schema }) };
+    }
+    return {};
+  } catch (e) {
+    if (isConstraintError(e)) {
+      const where = so
+        ? `structured_outputs.${CONSTRAINT_KEYS.find((k) => so[k] !== undefined)}`
+        : "response_format";
+      return { error: `${where}: ${e.message}`, param: where };
+    }
+    throw e;
+  }
 }
