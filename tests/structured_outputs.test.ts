@@ -185,6 +185,12 @@ Deno.test("bad constraints are 400s that say what is wrong", async () => {
   );
   await bad({ structured_outputs: { grammar: "root ::= (" } }, /grammar/);
   await bad({ structured_outputs: { grammar: 'root ::= "a" | nowhere' } }, /grammar/);
+  // Inputs that would crash llama.cpp's parser are refused before it sees them.
+  await bad({ structured_outputs: { grammar: 'root ::= "x"{3,1}' } }, /maximum below its minimum/);
+  await bad(
+    { structured_outputs: { grammar: `root ::= ${"(".repeat(5000)}"a"${")".repeat(5000)}` } },
+    /nests groups deeper/,
+  );
   await bad({ structured_outputs: { choice: [] } }, /choice/);
   await bad({ response_format: { type: "json_schema" } }, /response_format/, true);
   await bad({ response_format: { type: "yaml" } }, /response_format/, true);

@@ -104,7 +104,7 @@ function needsEscape(c: number): boolean {
   return c < 0x20 || (c >= 0x7f && c <= 0xa0) || c === 0xad || c === 0x1680 || c === 0x3000 ||
     (c >= 0x2000 && c <= 0x200f) || (c >= 0x2028 && c <= 0x202f) ||
     (c >= 0x205f && c <= 0x206f) || (c >= 0xd800 && c <= 0xdfff) || c === 0xfeff ||
-    (c >= 0xfff0 && c <= 0xffff) || c > 0xffff && (c & 0xfffe) === 0xfffe;
+    (c >= 0xfff0 && c <= 0xffff) || (c > 0xffff && (c & 0xfffe) === 0xfffe);
 }
 
 function escapeCodePoint(c: number, inClass: boolean): string {

@@ -8,10 +8,11 @@
  * Supported: `type` (incl. arrays of types), `enum`, `const`, `properties`, `required`,
  * `additionalProperties`, `items`, `prefixItems`, `minItems`, `maxItems`, `minimum`, `maximum`,
  * `exclusiveMinimum`, `exclusiveMaximum` (integers and plain decimals, exact), `minLength`,
- * `maxLength`, `pattern`, `format` (date, time, date-time, uuid, email, ipv4), `anyOf`, `oneOf`
- * (as alternation), `allOf` (merged), `$ref` to anything inside the document (recursion works),
- * boolean schemas. Keywords that would change validity but are not implemented throw a
- * {@link ConstraintError} naming the keyword and its JSON pointer; annotations are ignored.
+ * `maxLength`, `pattern`, `format` (date, time, date-time, uuid, email, ipv4; lengths combine with
+ * patterns and formats), `anyOf`, `oneOf` (as alternation: exact when branches cannot overlap),
+ * `allOf` (merged), `$ref` to anything inside the document (recursion works), boolean schemas.
+ * Keywords that would change validity but are not implemented throw a {@link ConstraintError}
+ * naming the keyword and its JSON pointer; annotations and unknown keywords are ignored.
  *
  * @example
  * ```ts
@@ -153,6 +154,10 @@ export const FORMATS: Record<string, string> = {
 
 // Work bounds for user-controlled blow-ups.
 const MAX_BRANCHES = 256;
+const MAX_DEPTH = 200;
+// Inline nesting (parentheses in one rule) allowed before a named rule takes over; llama.cpp's
+// parser recurses once per parenthesis.
+const NEST = 8;
 const MAX_WS_INDENT = 20;
 
 type Ctx = {
@@ -163,6 +168,9 @@ type Ctx = {
   /** Keys of named rules entered since the last `{` or `[`: a repeat is a cycle that reads nothing. */
   unguarded: string[];
   std: Map<string, Expr>;
+  /** Keys whose schema was proven unsatisfiable, with the error to repeat. */
+  failed: Map<string, unknown>;
+  depth: number;
 };
 
 /** A grammar whose root matches JSON texts valid under `schema`. */
@@ -173,6 +181,8 @@ export function jsonSchemaToGbnf(schema: unknown): string {
     named: new Map(),
     unguarded: [],
     std: new Map(),
+    failed: new Map(),
+    depth: 0,
   };
   const expr = compile(ctx, schema, "#");
   return render(ctx.g, expr);
@@ -180,7 +190,15 @@ export function jsonSchemaToGbnf(schema: unknown): string {
 
 /** A grammar for any JSON object (for `response_format: json_object`). */
 export function jsonObjectGbnf(): string {
-  const ctx: Ctx = { root: {}, g: newGrammar(), named: new Map(), unguarded: [], std: new Map() };
+  const ctx: Ctx = {
+    root: {},
+    g: newGrammar(),
+    named: new Map(),
+    unguarded: [],
+    std: new Map(),
+    failed: new Map(),
+    depth: 0,
+  };
   anyValue(ctx);
   return render(ctx.g, ctx.std.get("object")!);
 }
@@ -355,6 +373,8 @@ function resolvePointer(ctx: Ctx, refText: string, path: string): { key: string;
 
 /** A rule compiled once per key; recursion through containers is fine, a bare cycle is not. */
 function named(ctx: Ctx, key: string, base: string, path: string, build: () => Expr): Expr {
+  const failed = ctx.failed.get(key);
+  if (failed) throw failed;
   const have = ctx.named.get(key);
   if (have) {
     if (ctx.unguarded.includes(key)) {
@@ -373,6 +393,9 @@ function named(ctx: Ctx, key: string, base: string, path: string, build: () => E
     // Forget the half-built rule and every rule finished inside it (they may mention it): an
     // enclosing anyOf can survive without them, and unreferenced rules are not rendered.
     for (const k of [...ctx.named.keys()].slice(mark)) ctx.named.delete(k);
+    // Impossibility does not depend on where a schema is used: remember it, so a schema
+    // referenced from many places is not rebuilt (and refuted) again each time.
+    if (isUnsatisfiable(e)) ctx.failed.set(key, e);
     throw e;
   } finally {
     ctx.unguarded.pop();
@@ -412,6 +435,15 @@ function validityKeys(s: { [k: string]: Json }): string[] {
 }
 
 function compile(ctx: Ctx, schema: unknown, path: string): Expr {
+  if (++ctx.depth > MAX_DEPTH) err("schema", `schema nested deeper than ${MAX_DEPTH}`, path);
+  try {
+    return compileSchema(ctx, schema, path);
+  } finally {
+    ctx.depth--;
+  }
+}
+
+function compileSchema(ctx: Ctx, schema: unknown, path: string): Expr {
   if (schema === true) return anyValue(ctx);
   if (schema === false) err("false", "schema `false` matches no value", path);
   if (!isObject(schema)) {
@@ -448,7 +480,7 @@ function compile(ctx: Ctx, schema: unknown, path: string): Expr {
     return named(ctx, "all:" + JSON.stringify(parts), baseName(path), path, () => {
       const merged = parts.reduce((a, b) => merge(ctx, a, b, ptr(path, "allOf")), true as Schema);
       if (merged === false) {
-        err("allOf", "allOf branches contradict each other", ptr(path, "allOf"));
+        throw unsatisfiable("allOf", "allOf branches contradict each other", ptr(path, "allOf"));
       }
       return compile(ctx, merged, path);
     });
@@ -514,7 +546,7 @@ function unsatisfiable(keyword: string, message: string, path: string): Error {
 }
 
 function isUnsatisfiable(e: unknown): boolean {
-  return (e as Record<symbol, boolean>)[UNSAT] === true;
+  return typeof e === "object" && e !== null && (e as Record<symbol, boolean>)[UNSAT] === true;
 }
 
 function typesOf(s: { [k: string]: Json }, path: string): JsonType[] {
@@ -624,13 +656,20 @@ function compileEnum(ctx: Ctx, s: { [k: string]: Json }, path: string): Expr {
     values = s.enum;
     if ("const" in s) values = values.filter((v) => canonical(v) === canonical(s.const));
   } else values = [s.const];
-  const others = validityKeys(s).filter((k) => !["enum", "const", "type"].includes(k));
-  if (others.length) {
-    unsupported(others[0], path, "enum/const combined with other validation keywords");
-  }
   if ("type" in s) {
     const types = typesOf(s, path);
     values = values.filter((v) => types.some((t) => typeMatches(v, t)));
+  }
+  // Other keywords filter the listed values; the simple ones are checked here directly.
+  for (const k of validityKeys(s)) {
+    if (["enum", "const", "type"].includes(k)) continue;
+    const t = TYPE_OF_KEYWORD[k];
+    const applies = (v: Json) => typeMatches(v, t) || (t === "number" && typeMatches(v, "integer"));
+    if (t && !values.some(applies)) continue; // says nothing about any listed value
+    const check = ENUM_CHECKS[k];
+    if (!check) unsupported(k, path, "enum/const combined with this keyword");
+    const bound = s[k];
+    values = values.filter((v) => !applies(v) || check(v, bound));
   }
   const e = alt(...values.map((v) => constValue(ctx, v)));
   if (e.k === "never") {
@@ -642,6 +681,27 @@ function compileEnum(ctx: Ctx, s: { [k: string]: Json }, path: string): Expr {
   }
   return e;
 }
+
+const codePoints = (v: Json) => Array.from(v as string).length;
+// Keyword checks for `enum`/`const` values, each called only on values of the keyword's type.
+const ENUM_CHECKS: Record<string, (v: Json, bound: Json) => boolean> = {
+  minLength: (v, b) => codePoints(v) >= (b as number),
+  maxLength: (v, b) => codePoints(v) <= (b as number),
+  pattern: (v, b) => {
+    try {
+      return new RegExp(String(b), "u").test(v as string);
+    } catch {
+      throw constraintError("pattern", `invalid pattern ${JSON.stringify(b)}`);
+    }
+  },
+  minimum: (v, b) => (v as number) >= (b as number),
+  maximum: (v, b) => (v as number) <= (b as number),
+  exclusiveMinimum: (v, b) => (v as number) > (b as number),
+  exclusiveMaximum: (v, b) => (v as number) < (b as number),
+  minItems: (v, b) => (v as Json[]).length >= (b as number),
+  maxItems: (v, b) => (v as Json[]).length <= (b as number),
+  required: (v, b) => Array.isArray(b) && b.every((k) => Object.hasOwn(v as object, String(k))),
+};
 
 // A fixed value, with the same whitespace freedom as everything else.
 function constValue(ctx: Ctx, v: Json): Expr {
@@ -765,12 +825,56 @@ function compileString(ctx: Ctx, s: { [k: string]: Json }, path: string): Expr {
   let body: Expr;
   if (minLength <= len.min && maxLength >= len.max) body = regexToExpr(node, jsonChar);
   else {
-    body = regexWithLength(ctx.g, node, minLength, maxLength, jsonChar, baseName(ptr(path, kw)));
+    const tight = lengthIntoRepetition(node, minLength, maxLength);
+    try {
+      body = tight
+        ? regexToExpr(tight, jsonChar)
+        : regexWithLength(ctx.g, node, minLength, maxLength, jsonChar, baseName(ptr(path, kw)));
+    } catch (e) {
+      if (!isConstraintError(e)) throw e;
+      err(e.keyword, e.message, ptr(path, e.keyword));
+    }
   }
   if (body.k === "never") {
     throw unsatisfiable(kw, `no string matches the ${kw} within the length bounds`, ptr(path, kw));
   }
   return seq(lit('"'), body, lit('"'));
+}
+
+/**
+ * The common shape `fixed parts + one [set]{a,b} + fixed parts` (`^\d+$`, `^[A-Z]{2}-\w*$`)
+ * takes a length bound by adjusting that one repetition; anything else returns undefined.
+ */
+function lengthIntoRepetition(node: RegexNode, min: number, max: number): RegexNode | undefined {
+  const flat = (n: RegexNode): RegexNode[] | undefined => {
+    if (n.t === "seq") {
+      const out: RegexNode[] = [];
+      for (const x of n.items) {
+        const f = flat(x);
+        if (!f) return undefined;
+        out.push(...f);
+      }
+      return out;
+    }
+    if (n.t === "alt") return n.alts.length === 1 ? flat(n.alts[0]) : [n];
+    return [n];
+  };
+  const items = flat(node);
+  if (!items) return undefined;
+  let fixed = 0;
+  let at = -1;
+  for (const [i, x] of items.entries()) {
+    const l = regexLength(x);
+    if (l.min === l.max) fixed += l.min;
+    else if (at === -1 && x.t === "rep" && x.node.t === "chars") at = i;
+    else return undefined;
+  }
+  if (at === -1) return undefined;
+  const r = items[at] as Extract<RegexNode, { t: "rep" }>;
+  const lo = Math.max(r.min, min - fixed);
+  const hi = Math.min(r.max, max - fixed);
+  if (lo > hi) return { t: "chars", set: [] };
+  return { t: "seq", items: items.map((x, i) => (i === at ? { ...r, min: lo, max: hi } : x)) };
 }
 
 function compileArray(ctx: Ctx, s: { [k: string]: Json }, path: string): Expr {
@@ -815,8 +919,12 @@ function compileArray(ctx: Ctx, s: { [k: string]: Json }, path: string): Expr {
   const item = (i: number, v: Expr) => i === 0 ? seq(v, w) : seq(lit(","), w, v, w);
   const tail = (i: number): Expr => {
     if (i < prefixValues.length && i < maxItems) {
-      const next = seq(item(i, prefixValues[i]), tail(i + 1));
-      return alt(i >= minItems ? EMPTY : NEVER, next);
+      const after = tail(i + 1);
+      // A named rule now and then keeps long tuples from nesting parentheses without end.
+      const rest = i % NEST === NEST - 1
+        ? ruleRef(ctx.g, `${baseName(path)}-from-${i + 1}`, after)
+        : after;
+      return alt(i >= minItems ? EMPTY : NEVER, seq(item(i, prefixValues[i]), rest));
     }
     const lo = Math.max(0, minItems - i);
     const hi = maxItems - i;
@@ -897,6 +1005,7 @@ function compileObject(ctx: Ctx, s: { [k: string]: Json }, path: string): Expr {
   // optional, and then rest_{i+1} has two users: it becomes a rule so the size stays linear.
   let rest = extraRest;
   let firstE = extraFirst;
+  let nested = 0;
   const leadingOptional = list.findIndex((p) => p.required) === -1
     ? list.length
     : list.findIndex((p) => p.required);
@@ -905,6 +1014,9 @@ function compileObject(ctx: Ctx, s: { [k: string]: Json }, path: string): Expr {
     const k = kv(p);
     const shared = i >= 1 && i <= leadingOptional && rest.k !== "ref" && !isEmptyExpr(rest);
     const r = shared ? ruleRef(ctx.g, `${baseName(path)}-from-${i + 1}`, rest) : rest;
+    if (!p.required && ++nested % NEST === 0) {
+      firstE = ruleRef(ctx.g, `${baseName(path)}-first-${i + 1}`, firstE);
+    }
     firstE = p.required ? seq(k, r) : alt(seq(k, r), firstE);
     rest = p.required ? seq(next(k), r) : seq(opt(next(k)), r);
   }
@@ -928,13 +1040,15 @@ function keyExcept(ctx: Ctx, names: string[]): Expr {
   }
   const anyChar = std(ctx, "key-char", () => jsonChar(ANY_CHAR));
   const anyRest = rep(anyChar, 0, Infinity);
-  const walk = (n: Node): Expr =>
-    alt(
+  const walk = (n: Node, depth: number): Expr => {
+    const e = alt(
       n.end ? NEVER : EMPTY,
-      ...[...n.kids].map(([c, k]) => seq(jsonChar(charSet(c)), walk(k))),
+      ...[...n.kids].map(([c, k]) => seq(jsonChar(charSet(c)), walk(k, depth + 1))),
       seq(jsonChar(subtractSets(ANY_CHAR, charSet(...n.kids.keys()))), anyRest),
     );
-  return walk(rootNode);
+    return depth % NEST === NEST - 1 ? ruleRef(ctx.g, "key", e) : e;
+  };
+  return walk(rootNode, 0);
 }
 
 // ---------------------------------------------------------------- allOf merging
@@ -1005,7 +1119,8 @@ function merge(ctx: Ctx, a: Schema, b: Schema, path: string, depth = 0): Schema 
         out.const = u;
         break;
       case "required":
-        out.required = [...new Set([...(u as string[]), ...(v as string[])])];
+        if (!Array.isArray(u) || !Array.isArray(v)) err(k, "required must be an array", path);
+        out.required = [...new Set([...u, ...v])];
         break;
       case "minimum":
       case "exclusiveMinimum":
@@ -1023,6 +1138,7 @@ function merge(ctx: Ctx, a: Schema, b: Schema, path: string, depth = 0): Schema 
         break;
       case "anyOf":
       case "oneOf": {
+        if (!Array.isArray(u) || !Array.isArray(v)) err(k, `${k} must be an array`, path);
         const us = u as Schema[];
         const vs = v as Schema[];
         if (us.length * vs.length > MAX_BRANCHES) {

@@ -19,12 +19,14 @@ import { constraintError } from "./error.ts";
 import { choiceToGbnf } from "./choice.ts";
 import { regexToGbnf } from "./regex.ts";
 import { jsonSchemaToGbnf } from "./json_schema.ts";
+import { guardGbnf } from "./gbnf_guard.ts";
 
 export { type ConstraintError, constraintError, isConstraintError } from "./error.ts";
 export { choiceToGbnf } from "./choice.ts";
 export { parseRegex, regexToGbnf } from "./regex.ts";
 export { FORMATS, jsonObjectGbnf, jsonSchemaToGbnf } from "./json_schema.ts";
 export { charClass, charSet, literal } from "./gbnf.ts";
+export { guardGbnf } from "./gbnf_guard.ts";
 
 /** One constraint; exactly one key may be set. */
 export type Constraint = {
@@ -89,6 +91,7 @@ function compileUncached(kind: (typeof KINDS)[number], c: Constraint): string {
         throw constraintError("grammar", "grammar must be a non-empty GBNF string");
       }
       if (c.grammar.includes("\0")) throw constraintError("grammar", "grammar contains a NUL byte");
+      guardGbnf(c.grammar);
       return c.grammar;
   }
 }

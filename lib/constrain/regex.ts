@@ -75,7 +75,7 @@ export const DOT: CharSet = complementSet(charSet(0x0a, 0x0d, 0x2028, 0x2029));
 const MAX_COUNT = 100_000;
 const MAX_DEPTH = 100;
 
-type Parser = { src: string[]; pos: number; pattern: string; depth: number };
+type Parser = { src: string[]; pos: number; pattern: string; depth: number; names: Set<string> };
 
 function fail(p: Parser, construct: string, what: string): never {
   throw constraintError(
@@ -107,7 +107,7 @@ function single(c: number): RegexNode {
 
 /** Parses `pattern` into its top-level alternatives. Throws a ConstraintError on anything else. */
 export function parseRegex(pattern: string): RegexBranch[] {
-  const p: Parser = { src: Array.from(pattern), pos: 0, pattern, depth: 0 };
+  const p: Parser = { src: Array.from(pattern), pos: 0, pattern, depth: 0, names: new Set() };
   const branches: RegexBranch[] = [];
   while (true) {
     let anchoredStart = false;
@@ -171,7 +171,7 @@ function parseQuantifier(p: Parser): { min: number; max: number } | undefined {
   if (c === "?") return p.pos++, { min: 0, max: 1 };
   if (c !== "{") return undefined;
   // Annex B: a `{` that does not start a well-formed quantifier is a literal.
-  const m = /^\{(\d+)(?:(,)(\d*))?\}/.exec(p.src.slice(p.pos, p.pos + 40).join(""));
+  const m = /^\{(\d+)(?:(,)(\d*))?\}/.exec(p.src.slice(p.pos, p.pos + 1000).join(""));
   if (!m) return undefined;
   const min = Number(m[1]);
   const max = m[2] ? (m[3] ? Number(m[3]) : Infinity) : min;
@@ -224,6 +224,8 @@ function parseGroup(p: Parser): RegexNode {
       p.src.slice(p.pos, p.pos + 200).join(""),
     );
     if (!m) fail(p, "(?<", "invalid group name");
+    if (p.names.has(m[1])) fail(p, "(?<", `duplicate group name ${m[1]}`);
+    p.names.add(m[1]);
     p.pos += Array.from(m[0]).length;
   } else if (lookingAt(p, "(?")) unsupported(p, "inline modifiers (?flags:");
   else p.pos++;
