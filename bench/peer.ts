@@ -19,7 +19,7 @@
  * @module
  */
 import { llamaSourceDir, sourceCacheDir } from "../tests/support/llama_source.ts";
-import { freePort } from "../tests/support/server.ts";
+import { freePort, superviseServer } from "../tests/support/server.ts";
 
 export type PeerBuild = {
   bin: string;
@@ -139,65 +139,16 @@ export type PeerOptions = {
 };
 
 /** Starts `llama-server` on a free loopback port and waits until `/health` answers 200. */
-export async function startLlamaServer(
-  bin: string,
-  model: string,
-  o: PeerOptions,
-): Promise<RunningPeer> {
+export function startLlamaServer(bin: string, model: string, o: PeerOptions): Promise<RunningPeer> {
   const port = freePort();
-  const child = new Deno.Command(bin, {
-    args: peerArgs(model, o.ctx, o.parallel, o.threads, port),
-    stdin: "null",
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  let err = "";
-  const pump = (async () => {
-    const dec = new TextDecoder();
-    for await (const chunk of child.stderr) {
-      // Keep only the tail: llama-server logs every request.
-      err = (err + dec.decode(chunk, { stream: true })).slice(-20_000);
-    }
-  })();
-  let exited = false;
-  const status = child.status.then((s) => {
-    exited = true;
-    return s;
+  return superviseServer({
+    name: "llama-server",
+    cmd: [bin, ...peerArgs(model, o.ctx, o.parallel, o.threads, port)],
+    url: `http://127.0.0.1:${port}`,
+    timeoutMs: o.timeoutMs ?? 120_000,
+    // llama-server logs every request: keep only the tail.
+    keepStderr: 20_000,
   });
-  const stop = async () => {
-    if (!exited) {
-      try {
-        child.kill("SIGTERM");
-      } catch { /* already gone */ }
-      const t = setTimeout(() => {
-        try {
-          child.kill("SIGKILL");
-        } catch { /* already gone */ }
-      }, 5000);
-      await status;
-      clearTimeout(t);
-    }
-    await pump;
-  };
-  const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + (o.timeoutMs ?? 120_000);
-  while (true) {
-    if (exited) {
-      await pump;
-      throw new Error(`llama-server exited before it was ready:\n${err.slice(-3000)}`);
-    }
-    try {
-      const r = await fetch(`${url}/health`);
-      await r.body?.cancel();
-      if (r.ok) break;
-    } catch { /* not listening yet */ }
-    if (Date.now() > deadline) {
-      await stop();
-      throw new Error(`llama-server not ready after ${o.timeoutMs ?? 120_000} ms:\n${err}`);
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  return { url, stderr: () => err, stop, [Symbol.asyncDispose]: stop };
 }
 
 if (import.meta.main) {

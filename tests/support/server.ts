@@ -30,28 +30,41 @@ export function freePort(): number {
 
 const root = new URL("../..", import.meta.url).pathname;
 
-/** Runs `main.ts serve` (or `cmd` when given, e.g. the compiled binary) with `args`. */
-export async function startServer(
-  args: string[],
-  opts: { cmd?: string[]; env?: Record<string, string>; timeoutMs?: number; cwd?: string } = {},
-): Promise<RunningServer> {
-  const port = freePort();
-  const cmd = opts.cmd ?? [Deno.execPath(), "run", "-A", `${root}main.ts`];
-  const child = new Deno.Command(cmd[0], {
-    args: [...cmd.slice(1), "serve", "--host", "127.0.0.1", "--port", String(port), ...args],
-    // A server is one isolate, so it keeps llama.cpp's log (for error detail) even when the test
-    // process itself runs with HEARTH_LLAMA_LOG=off.
-    env: { HEARTH_LLAMA_LOG: "", ...opts.env },
-    cwd: opts.cwd,
+/** How to start and recognise a server process. */
+export type SpawnSpec = {
+  cmd: string[];
+  url: string;
+  name?: string;
+  env?: Record<string, string>;
+  cwd?: string;
+  timeoutMs?: number;
+  /** Keep only the last this many characters of stderr (chatty servers). */
+  keepStderr?: number;
+};
+
+/**
+ * Spawns a server, waits until `GET {url}/health` answers 200, and returns a handle whose `stop`
+ * sends SIGTERM, then SIGKILL after 5 s. A process that exits first fails with its stderr.
+ */
+export async function superviseServer(spec: SpawnSpec): Promise<RunningServer> {
+  const name = spec.name ?? "server";
+  const keep = spec.keepStderr ?? Infinity;
+  const child = new Deno.Command(spec.cmd[0], {
+    args: spec.cmd.slice(1),
+    env: spec.env,
+    cwd: spec.cwd,
+    stdin: "null",
     stdout: "null",
     stderr: "piped",
   }).spawn();
   let err = "";
   const pump = (async () => {
     const dec = new TextDecoder();
-    for await (const chunk of child.stderr) err += dec.decode(chunk, { stream: true });
+    for await (const chunk of child.stderr) {
+      err += dec.decode(chunk, { stream: true });
+      if (err.length > keep) err = err.slice(-keep);
+    }
   })();
-  const url = `http://127.0.0.1:${port}`;
   let exited = false;
   const status = child.status.then((s) => {
     exited = true;
@@ -72,14 +85,15 @@ export async function startServer(
     }
     await pump;
   };
-  const deadline = Date.now() + (opts.timeoutMs ?? 60_000);
+  const timeoutMs = spec.timeoutMs ?? 60_000;
+  const deadline = Date.now() + timeoutMs;
   while (true) {
     if (exited) {
       await pump;
-      throw new Error(`server exited before it was ready:\n${err}`);
+      throw new Error(`${name} exited before it was ready:\n${err}`);
     }
     try {
-      const r = await fetch(`${url}/health`);
+      const r = await fetch(`${spec.url}/health`);
       await r.body?.cancel();
       if (r.status === 200) break;
     } catch {
@@ -87,11 +101,37 @@ export async function startServer(
     }
     if (Date.now() > deadline) {
       await stop();
-      throw new Error(`server not ready in time:\n${err}`);
+      throw new Error(`${name} not ready after ${timeoutMs} ms:\n${err}`);
     }
     await new Promise((r) => setTimeout(r, 100));
   }
-  return { url, port, child, stderr: () => err, stop, [Symbol.asyncDispose]: stop };
+  const port = Number(new URL(spec.url).port);
+  return {
+    url: spec.url,
+    port,
+    child,
+    stderr: () => err,
+    stop,
+    [Symbol.asyncDispose]: stop,
+  };
+}
+
+/** Runs `main.ts serve` (or `cmd` when given, e.g. the compiled binary) with `args`. */
+export function startServer(
+  args: string[],
+  opts: { cmd?: string[]; env?: Record<string, string>; timeoutMs?: number; cwd?: string } = {},
+): Promise<RunningServer> {
+  const port = freePort();
+  const cmd = opts.cmd ?? [Deno.execPath(), "run", "-A", `${root}main.ts`];
+  return superviseServer({
+    cmd: [...cmd, "serve", "--host", "127.0.0.1", "--port", String(port), ...args],
+    url: `http://127.0.0.1:${port}`,
+    // A server is one isolate, so it keeps llama.cpp's log (for error detail) even when the test
+    // process itself runs with HEARTH_LLAMA_LOG=off.
+    env: { HEARTH_LLAMA_LOG: "", ...opts.env },
+    cwd: opts.cwd,
+    timeoutMs: opts.timeoutMs,
+  });
 }
 
 /** Runs a command to completion and returns its exit code and output. */
