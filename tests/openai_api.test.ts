@@ -12,7 +12,7 @@ import { startServer } from "./support/server.ts";
 const modelPath = await tinyModelPath();
 const KEY = "sk-test-123";
 
-function baseArgs(extra: string[] = []): string[] {
+function baseArgs(extra: string[] = [], dataDir = testDataDir()): string[] {
   return [
     "--model",
     modelPath,
@@ -21,7 +21,7 @@ function baseArgs(extra: string[] = []): string[] {
     "--threads",
     "1",
     "--data-dir",
-    testDataDir(),
+    dataDir,
     ...extra,
   ];
 }
@@ -151,20 +151,7 @@ Deno.test("official openai client: chat, chat stream, completions, completions s
 Deno.test("api key, metrics, chat logger", async () => {
   const dataDir = await Deno.makeTempDir();
   const srv = await startServer(
-    [
-      "--model",
-      modelPath,
-      "--max-seq-len",
-      "512",
-      "--threads",
-      "1",
-      "--max-batch",
-      "2",
-      "--api-key",
-      KEY,
-      "--data-dir",
-      dataDir,
-    ],
+    baseArgs(["--max-batch", "2", "--api-key", KEY], dataDir),
     { env: { HEARTH_CHAT_LOGGER: "1" } },
   );
   try {
