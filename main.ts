@@ -9,7 +9,23 @@
  * ```
  * @module
  */
-import { helpText, parseServeArgs, unsupportedFlag } from "./lib/cli/flags.ts";
+import {
+  helpText,
+  isLoopback,
+  parseServeArgs,
+  type ServeConfig,
+  unsupportedFlag,
+} from "./lib/cli/flags.ts";
+import { type AgentService, createAgentService } from "./lib/agents/sessions.ts";
+import { loadAgentsConfig } from "./lib/agents/config.ts";
+import { runManager } from "./lib/manager/main.ts";
+import { tokenizeText } from "./lib/engine/tokens.ts";
+import { createVideoService, readBlocklist, type VideoService } from "./lib/video/operations.ts";
+import type { ServerState } from "./lib/engine/state.ts";
+import { newSurfaces } from "./routes/app.ts";
+import { sessionRoutes } from "./routes/sessions.ts";
+import { videoRoutes } from "./routes/video.ts";
+import { managerRoutes } from "./routes/manager.ts";
 import { parseMakeModelArgs } from "./lib/cli/make_model_args.ts";
 import { createChatLogger } from "./lib/chat/logger.ts";
 import { compileTemplate } from "./lib/chat/template.ts";
@@ -24,6 +40,39 @@ import { sseBufferLimitFromEnv } from "./routes/sse.ts";
 function die(message: string, code = 2): never {
   console.error(`hearth: ${message}`);
   Deno.exit(code);
+}
+
+/** `HEARTH_EVENTS_PING_MS` (heartbeat interval of /api/events; tests shorten it). */
+function pingMsFromEnv(): number | undefined {
+  const raw = Deno.env.get("HEARTH_EVENTS_PING_MS");
+  if (raw === undefined || raw === "") return undefined;
+  if (!/^\d+$/.test(raw) || Number(raw) < 10) {
+    die(`HEARTH_EVENTS_PING_MS=${raw}: must be a whole number of milliseconds, at least 10`);
+  }
+  return Number(raw);
+}
+
+/** Video API keys: `HEARTH_VIDEO_API_KEYS` (comma-separated) plus `--video-keys-file` lines. */
+async function videoKeys(config: ServeConfig): Promise<string[]> {
+  const keys = (Deno.env.get("HEARTH_VIDEO_API_KEYS") ?? "").split(",");
+  if (config.videoKeysFile) {
+    try {
+      keys.push(...(await Deno.readTextFile(config.videoKeysFile)).split("\n"));
+    } catch (e) {
+      die(`--video-keys-file ${config.videoKeysFile}: ${(e as Error).message}`);
+    }
+  }
+  return [...new Set(keys.map((k) => k.trim()).filter((k) => k && !k.startsWith("#")))];
+}
+
+/** Prompt tokens as the served model counts them; the video rules cap prompts at 1,024. */
+function promptTokenCounter(state: ServerState): (text: string) => number {
+  return (text) => {
+    const engine = state.engine;
+    // Before the model is loaded the tokenizer is unknown; one token per byte is an upper bound.
+    if (!engine) return new TextEncoder().encode(text).length;
+    return tokenizeText(engine.model, text, false).length;
+  };
 }
 
 async function serve(argv: string[]): Promise<void> {
@@ -74,6 +123,17 @@ async function serve(argv: string[]): Promise<void> {
     );
   }
 
+  const agentsFile = config.agentsConfig
+    ? await loadAgentsConfig(config.agentsConfig).catch((e) => die((e as Error).message))
+    : undefined;
+  const keys = await videoKeys(config);
+  let blocklist: string[] | undefined;
+  if (config.videoBlocklist) {
+    blocklist = await readBlocklist(config.videoBlocklist).catch((e) =>
+      die(`--video-blocklist ${config.videoBlocklist}: ${(e as Error).message}`)
+    );
+  }
+
   const state = newServerState(resolved.id, config.apiKey);
   state.template = template;
   state.sseBufferLimit = sseBufferLimit;
@@ -81,7 +141,35 @@ async function serve(argv: string[]): Promise<void> {
   if (Deno.env.get("HEARTH_CHAT_LOGGER") === "1") {
     state.chatLog = createChatLogger(`${config.dataDir}/logs`);
   }
-  const app = createApp(state);
+  const surfaces = newSurfaces({ pingMs: pingMsFromEnv(), bufferLimit: sseBufferLimit });
+  const app = createApp(state, surfaces);
+  let agents: AgentService | undefined;
+  if (agentsFile) {
+    agents = await createAgentService({
+      bus: surfaces.bus,
+      dataDir: config.dataDir,
+      config: agentsFile,
+    });
+    surfaces.sessions = sessionRoutes(agents);
+  }
+  let video: VideoService | undefined;
+  if (keys.length === 0 && !isLoopback(config.host) && config.videoBackend === "local") {
+    surfaces.videoDisabled = `the video API is off: no API keys are configured ` +
+      `(HEARTH_VIDEO_API_KEYS or --video-keys-file) and --host ${config.host} is not loopback`;
+    console.error(`hearth: ${surfaces.videoDisabled}`);
+  } else {
+    video = await createVideoService({
+      dataDir: config.dataDir,
+      region: config.videoRegion,
+      blocklist,
+      backend: config.videoBackend,
+      upstreamUrl: config.videoUpstream,
+      workers: config.videoWorkers,
+      keys,
+      countTokens: promptTokenCounter(state),
+    });
+    surfaces.video = videoRoutes(video);
+  }
   const server = Deno.serve({
     hostname: config.host,
     port: config.port,
@@ -90,6 +178,9 @@ async function serve(argv: string[]): Promise<void> {
   }, app.fetch);
 
   const stop = async () => {
+    // Open event streams would hold shutdown() forever; end them first.
+    surfaces.fanout.closeAll();
+    await Promise.all([agents?.close(), video?.close()]);
     await server.shutdown();
     // Queued chat-log lines belong to replies already sent; write them before leaving.
     await state.chatLog?.flush();
@@ -148,6 +239,9 @@ if (import.meta.main) {
     case "make-model":
       await makeModelCommand(rest);
       break;
+    case "manager":
+      await runManager(rest, managerRoutes);
+      break;
     case undefined:
     case "-h":
     case "--help":
@@ -155,6 +249,10 @@ if (import.meta.main) {
       console.log(helpText());
       break;
     default:
-      die(`unknown command ${JSON.stringify(command)} (commands: serve, make-model; see --help)`);
+      die(
+        `unknown command ${
+          JSON.stringify(command)
+        } (commands: serve, manager, make-model; see --help)`,
+      );
   }
 }

@@ -29,7 +29,17 @@ const exitsTwo: [string[], RegExp][] = [
   [["serve", "--master-addr", "10.0.0.1:29500"], /not supported by this build/],
   [["serve", "--pd-config", "pd.json"], /--pd-config .* not implemented yet/],
   [["serve", "--ui-server"], /--ui-server .* not implemented yet/],
-  [["serve", "--agents-config", "a.json"], /--agents-config .* not implemented yet/],
+  [
+    ["serve", "--agents-config", "a.json"],
+    /--agents-config on a non-loopback --host .* needs --api-key/,
+  ],
+  [["serve", "--video-region", "mars"], /--video-region "mars": must be one of global\|eu/],
+  [["serve", "--video-backend", "upstream"], /--video-backend upstream needs --video-upstream/],
+  [
+    ["serve", "--video-upstream", "ftp://x"],
+    /--video-upstream "ftp:\/\/x": must be an http\(s\) URL/,
+  ],
+  [["serve", "--video-workers", "0"], /--video-workers "0": must be at least 1/],
   [["serve", "--mcp-config", "m.json"], /--mcp-config is not implemented yet/],
   [["serve", "--model", "/nonexistent/dir/model.gguf"], /nonexistent/],
   [["serve", "--chat-template", "/nonexistent.jinja"], /--chat-template \/nonexistent.jinja/],

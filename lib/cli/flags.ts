@@ -27,6 +27,7 @@ export const KV_DTYPES = [
   "iq4_nl",
 ] as const;
 export const DTYPES = ["auto", "bf16", "f16", "f32"] as const;
+export const VIDEO_REGIONS = ["global", "eu", "uk", "ch", "mena"] as const;
 
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
   z.string().regex(/^-?\d+$/, "must be an integer").transform(Number).pipe(
@@ -71,6 +72,12 @@ export type ServeConfig = {
   dataDir: string;
   agentsConfig?: string;
   threads?: number;
+  videoRegion: (typeof VIDEO_REGIONS)[number];
+  videoBlocklist?: string;
+  videoBackend: "local" | "upstream";
+  videoUpstream?: string;
+  videoWorkers: number;
+  videoKeysFile?: string;
   help: boolean;
 };
 
@@ -226,6 +233,48 @@ export const FLAGS: FlagSpec[] = [
     meta: "N",
     help: "CPU threads for llama.cpp (default: all cores)",
   },
+  {
+    key: "videoRegion",
+    names: ["--video-region"],
+    schema: z.string().transform((s) => s.toLowerCase()).pipe(z.enum(VIDEO_REGIONS)),
+    meta: VIDEO_REGIONS.join("|"),
+    help: "region whose personGeneration rules the video API applies (global)",
+  },
+  {
+    key: "videoBlocklist",
+    names: ["--video-blocklist"],
+    schema: text,
+    meta: "FILE",
+    help: "video safety policy: blocked terms, one per line",
+  },
+  {
+    key: "videoBackend",
+    names: ["--video-backend"],
+    schema: z.enum(["local", "upstream"]),
+    meta: "local|upstream",
+    help: "render videos here, or forward to --video-upstream (local)",
+  },
+  {
+    key: "videoUpstream",
+    names: ["--video-upstream"],
+    schema: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }),
+    meta: "URL",
+    help: "base URL of the real video API for --video-backend upstream",
+  },
+  {
+    key: "videoWorkers",
+    names: ["--video-workers"],
+    schema: int(1, 64),
+    meta: "N",
+    help: "videos rendered at once (1)",
+  },
+  {
+    key: "videoKeysFile",
+    names: ["--video-keys-file"],
+    schema: text,
+    meta: "FILE",
+    help: "video API keys, one per line (also HEARTH_VIDEO_API_KEYS)",
+  },
   { key: "help", names: ["-h", "--help"], help: "show this help" },
 ];
 
@@ -242,6 +291,9 @@ export function defaultConfig(env: Record<string, string | undefined>): ServeCon
     numRanks: 1,
     rankOffset: 0,
     dataDir: `${env.HOME ?? "."}/.cache/hearth`,
+    videoRegion: "global",
+    videoBackend: "local",
+    videoWorkers: 1,
     help: false,
   };
 }
@@ -309,8 +361,23 @@ export function unsupportedFlag(c: ServeConfig, gpu: boolean): string | undefine
   if (c.pdConfig) return "--pd-config (prefill/decode split) is not implemented yet";
   if (c.mcpConfig) return "--mcp-config is not implemented yet";
   if (c.uiServer) return "--ui-server (web UI) is not implemented yet";
-  if (c.agentsConfig) return "--agents-config (agent event channel) is not implemented yet";
+  if (c.videoBackend === "upstream" && !c.videoUpstream) {
+    return "--video-backend upstream needs --video-upstream URL";
+  }
+  if (c.videoUpstream && c.videoBackend !== "upstream") {
+    return "--video-upstream is only used with --video-backend upstream";
+  }
+  if (c.agentsConfig && !c.apiKey && !isLoopback(c.host)) {
+    return `--agents-config on a non-loopback --host (${c.host}) needs --api-key: ` +
+      "the agent routes run commands on this machine";
+  }
   return undefined;
+}
+
+/** True for addresses only this machine can reach. */
+export function isLoopback(host: string): boolean {
+  return host === "localhost" || host === "::1" || host === "[::1]" ||
+    /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 
 /** `--help` text, generated from the table so it never drifts from the parser. */
@@ -321,12 +388,13 @@ export function helpText(): string {
   });
   return [
     "Usage: hearth serve [flags]",
+    "       hearth manager --workers URL,URL [--port 8002] (see `hearth manager --help`)",
     "       hearth make-model --preset tiny|small --out PATH [--embedding] [--dtype f32|f16|q8_0]",
     "",
     "Flags of serve:",
     ...rows,
     "",
     "Environment: HF_TOKEN, HF_ENDPOINT, HEARTH_LLAMA_LIB_DIR, HEARTH_CHAT_LOGGER, " +
-    "HEARTH_SSE_BUFFER_SIZE, CUDA_VISIBLE_DEVICES",
+    "HEARTH_SSE_BUFFER_SIZE, HEARTH_EVENTS_PING_MS, HEARTH_VIDEO_API_KEYS, CUDA_VISIBLE_DEVICES",
   ].join("\n");
 }

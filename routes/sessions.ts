@@ -1,0 +1,155 @@
+/**
+ * The agent manager endpoints (DESIGN.md section 6) over the agent service: sessions, messages,
+ * steering, cancel, activation, schedules and the latest message. Bodies are strict JSON objects
+ * checked with Zod; every refusal is `{"error": CODE, "message": "..."}` with its status (400
+ * `BAD_REQUEST`, 404 `NOT_FOUND`, 409 `NOT_RUNNING` / `AGENT_UNAVAILABLE`). Requests name agents,
+ * never commands: what runs is fixed by `--agents-config`.
+ *
+ * @example
+ * ```ts
+ * import { sessionRoutes } from "./sessions.ts";
+ * app.route("/", sessionRoutes(await createAgentService({ bus, dataDir, config })));
+ * ```
+ * @module
+ */
+import { type Context, Hono } from "hono";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { z } from "zod";
+import {
+  type AgentService,
+  AgentServiceError,
+  MAX_SCHEDULE_SECONDS,
+  MAX_TEXT_BYTES,
+  MAX_TEXT_CHARS,
+} from "../lib/agents/sessions.ts";
+import { parseBody, type Parsed } from "./errors.ts";
+
+const encoder = new TextEncoder();
+// A prompt may travel as one argv string: no NUL, and within Linux's 128 KiB per argument.
+const text = z.string().min(1, "must not be empty").max(MAX_TEXT_CHARS)
+  .refine((t) => !t.includes("\0"), "must not contain NUL characters")
+  .refine(
+    (t) => encoder.encode(t).length <= MAX_TEXT_BYTES,
+    `must be at most ${MAX_TEXT_BYTES} bytes of UTF-8`,
+  );
+
+const createSchema = z.strictObject({
+  agent: z.string().min(1),
+  cwd: z.string().min(1).optional(),
+});
+const textSchema = z.strictObject({ text });
+const cancelSchema = z.strictObject({ clearQueue: z.boolean().optional() });
+const scheduleSchema = z.strictObject({
+  delaySeconds: z.number().min(0).max(MAX_SCHEDULE_SECONDS),
+  text,
+});
+
+export function apiError(
+  c: Context,
+  status: ContentfulStatusCode,
+  code: string,
+  message: string,
+): Response {
+  return c.json({ error: code, message }, status);
+}
+
+/** Runs `f`, turning the service's refusals into their HTTP error. */
+async function guard(c: Context, f: () => Promise<Response> | Response): Promise<Response> {
+  try {
+    return await f();
+  } catch (err) {
+    if (err instanceof AgentServiceError) return apiError(c, err.status, err.code, err.message);
+    throw err;
+  }
+}
+
+function body<S extends z.ZodType>(c: Context, schema: S): Promise<Parsed<z.output<S>>> {
+  return parseBody(c, schema, (status, message) => apiError(c, status, "BAD_REQUEST", message));
+}
+
+export function sessionRoutes(service: AgentService): Hono {
+  const app = new Hono();
+
+  app.post("/api/sessions", (c) =>
+    guard(c, async () => {
+      const b = await body(c, createSchema);
+      if (!b.ok) return b.response;
+      return c.json(await service.createSession(b.data), 201);
+    }));
+
+  app.get(
+    "/api/sessions",
+    (c) => c.json({ sessions: service.listSessions(), activeSessionId: service.activeSessionId() }),
+  );
+
+  app.get(
+    "/api/sessions/:id",
+    (c) => guard(c, () => c.json(service.getSession(c.req.param("id")))),
+  );
+
+  app.delete("/api/sessions/:id", (c) =>
+    guard(c, async () => {
+      await service.deleteSession(c.req.param("id"));
+      return c.body(null, 204);
+    }));
+
+  app.post("/api/sessions/:id/messages", (c) =>
+    guard(c, async () => {
+      const id = c.req.param("id");
+      service.getSession(id); // 404 before 400: the session is the resource
+      const b = await body(c, textSchema);
+      if (!b.ok) return b.response;
+      return c.json(service.sendMessage(id, b.data.text), 202);
+    }));
+
+  app.post("/api/sessions/:id/steer", (c) =>
+    guard(c, async () => {
+      const id = c.req.param("id");
+      service.getSession(id);
+      const b = await body(c, textSchema);
+      if (!b.ok) return b.response;
+      return c.json(await service.steer(id, b.data.text), 202);
+    }));
+
+  app.post("/api/sessions/:id/cancel", (c) =>
+    guard(c, async () => {
+      const id = c.req.param("id");
+      service.getSession(id);
+      // The body is optional: none means no options.
+      let opts: z.output<typeof cancelSchema> = {};
+      if ((await c.req.text()).trim()) {
+        const b = await body(c, cancelSchema);
+        if (!b.ok) return b.response;
+        opts = b.data;
+      }
+      return c.json(service.cancel(id, opts), 202);
+    }));
+
+  app.post(
+    "/api/sessions/:id/activate",
+    (c) => guard(c, () => c.json(service.activate(c.req.param("id")))),
+  );
+
+  app.post("/api/sessions/:id/schedule", (c) =>
+    guard(c, async () => {
+      const id = c.req.param("id");
+      service.getSession(id);
+      const b = await body(c, scheduleSchema);
+      if (!b.ok) return b.response;
+      return c.json(service.schedule(id, b.data.delaySeconds, b.data.text), 202);
+    }));
+
+  app.get("/api/messages/latest", (c) =>
+    guard(c, () => {
+      const id = c.req.query("sessionId");
+      return c.json(service.latestMessage(id === undefined || id === "" ? undefined : id));
+    }));
+
+  // Used when this router serves requests itself (the app may mount it with its own handlers).
+  app.notFound((c) => apiError(c, 404, "NOT_FOUND", `no route for ${c.req.method} ${c.req.path}`));
+  app.onError((err, c) => {
+    console.error(`hearth: ${c.req.method} ${c.req.path} failed:`, err);
+    return apiError(c, 500, "INTERNAL", `internal error: ${err.message}`);
+  });
+  return app;
+}
