@@ -44,7 +44,11 @@ import { startServer } from "../tests/support/server.ts";
 import { sourceCacheDir } from "../tests/support/llama_source.ts";
 import { buildLlamaServer, peerArgs, type PeerBuild, startLlamaServer } from "./peer.ts";
 
-const USAGE = `usage: deno task bench [options]
+const USAGE =
+  `usage: deno task bench [options]        inference: server vs. library (and llama-server)
+       deno task bench events [--listeners 256 --rate 1000 --seconds 10]   event channel fan-out
+       deno task bench video [--runs 3 --seconds 8 --resolution 720p]      video start-to-done
+options of the inference benchmark:
   --model PATH          GGUF to use (default: the small preset, written once to the cache)
   --runs N              single-sequence runs after one warm-up (default 3)
   --prompt-tokens N     prompt length, BOS included (default 128)
@@ -598,6 +602,20 @@ type ConcurrencyRow = {
   /** server / llama-server generated tok/s. */
   ratioToPeer?: number;
 };
+
+/** The other suites run as their own scripts, each measuring in a clean process. */
+const SUITES: Record<string, string> = { events: "./events.ts", video: "./video.ts" };
+
+if (import.meta.main && SUITES[Deno.args[0]]) {
+  const script = new URL(SUITES[Deno.args[0]], import.meta.url).pathname;
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", script, ...Deno.args.slice(1)],
+    stdin: "inherit",
+    stdout: "inherit",
+    stderr: "inherit",
+  }).spawn();
+  Deno.exit((await child.status).code);
+}
 
 if (import.meta.main) {
   const a = parseArgs(Deno.args);
