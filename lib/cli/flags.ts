@@ -12,6 +12,7 @@
  * @module
  */
 import { z } from "zod";
+import { type FlagSpec as ArgvFlag, parseFlags } from "./argv.ts";
 
 export const ISQ_TYPES = ["q2k", "q3k", "q4k", "q5k", "q6k", "q8_0"] as const;
 export const KV_DTYPES = [
@@ -37,14 +38,8 @@ const text = z.string().min(1, "must not be empty");
 const intList = z.string().regex(/^\d+(,\d+)*$/, "must be a comma-separated list of integers")
   .transform((s) => s.split(",").map(Number));
 
-/** One flag: its names, value schema (absent for booleans), help, and default shown in help. */
-type FlagSpec = {
-  key: keyof ServeConfig;
-  names: string[];
-  schema?: z.ZodType;
-  help: string;
-  meta?: string;
-};
+/** One flag of `serve`, with its help line. */
+type FlagSpec = ArgvFlag<keyof ServeConfig> & { help: string };
 
 export type ServeConfig = {
   model?: string;
@@ -305,46 +300,8 @@ export function parseServeArgs(
   argv: string[],
   env: Record<string, string | undefined>,
 ): ParseResult {
-  const config: Record<string, unknown> = { ...defaultConfig(env) };
-  const seen = new Set<string>();
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    const eq = arg.startsWith("--") ? arg.indexOf("=") : -1;
-    const name = eq > 0 ? arg.slice(0, eq) : arg;
-    const spec = FLAGS.find((f) => f.names.includes(name));
-    if (!spec) {
-      return {
-        ok: false,
-        message: arg.startsWith("-")
-          ? `unknown flag ${name} (see --help)`
-          : `unexpected argument ${JSON.stringify(arg)} (see --help)`,
-      };
-    }
-    if (seen.has(spec.key)) return { ok: false, message: `${name} given twice` };
-    seen.add(spec.key);
-    if (!spec.schema) {
-      if (eq > 0) return { ok: false, message: `${name} takes no value` };
-      config[spec.key] = true;
-      continue;
-    }
-    let raw: string | undefined;
-    if (eq > 0) raw = arg.slice(eq + 1);
-    else {
-      raw = argv[i + 1];
-      if (raw === undefined || (raw.startsWith("--") && raw.length > 2)) {
-        return { ok: false, message: `${name} needs a value (${spec.meta ?? "VALUE"})` };
-      }
-      i++;
-    }
-    const parsed = spec.schema.safeParse(raw);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      const why = issue.code === "invalid_value" ? `must be one of ${spec.meta}` : issue.message;
-      return { ok: false, message: `${name} ${JSON.stringify(raw)}: ${why}` };
-    }
-    config[spec.key] = parsed.data;
-  }
-  return { ok: true, config: config as ServeConfig };
+  const r = parseFlags(argv, FLAGS, defaultConfig(env), "--help");
+  return r.ok ? { ok: true, config: r.values as ServeConfig } : r;
 }
 
 /**

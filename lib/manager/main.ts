@@ -16,6 +16,7 @@
  * @module
  */
 import { z } from "zod";
+import { type FlagSpec as ArgvFlag, parseFlags } from "../cli/argv.ts";
 import { watchWorker, type WorkerWatcher } from "./instances.ts";
 
 export type ManagerConfig = {
@@ -61,7 +62,7 @@ const workerList = z.string().transform((s) => s.split(",").map((w) => w.trim())
   .pipe(z.array(z.string().min(1, "has an empty entry").pipe(workerUrl)))
   .refine((list) => new Set(list).size === list.length, "names a worker twice");
 
-type FlagSpec = { key: keyof ManagerConfig; names: string[]; schema?: z.ZodType; meta?: string };
+type FlagSpec = ArgvFlag<keyof ManagerConfig>;
 
 const FLAGS: FlagSpec[] = [
   { key: "workers", names: ["--workers"], schema: workerList, meta: "URL,URL,..." },
@@ -97,51 +98,14 @@ export type ManagerArgsResult = { ok: true; config: ManagerConfig } | {
 
 /** Parses `manager` argv (`--flag value` or `--flag=value`); never exits. */
 export function parseManagerArgs(argv: string[]): ManagerArgsResult {
-  const config: Record<string, unknown> = {
-    port: 8002,
-    host: "127.0.0.1",
-    pollMs: 5000,
-    help: false,
-  };
-  const seen = new Set<string>();
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    const eq = arg.startsWith("--") ? arg.indexOf("=") : -1;
-    const name = eq > 0 ? arg.slice(0, eq) : arg;
-    const spec = FLAGS.find((f) => f.names.includes(name));
-    if (!spec) {
-      return {
-        ok: false,
-        message: arg.startsWith("-")
-          ? `unknown flag ${name} (see manager --help)`
-          : `unexpected argument ${JSON.stringify(arg)} (see manager --help)`,
-      };
-    }
-    if (seen.has(spec.key)) return { ok: false, message: `${name} given twice` };
-    seen.add(spec.key);
-    if (!spec.schema) {
-      if (eq > 0) return { ok: false, message: `${name} takes no value` };
-      config[spec.key] = true;
-      continue;
-    }
-    let raw: string | undefined;
-    if (eq > 0) raw = arg.slice(eq + 1);
-    else {
-      raw = argv[i + 1];
-      if (raw === undefined || (raw.startsWith("--") && raw.length > 2)) {
-        return { ok: false, message: `${name} needs a value (${spec.meta})` };
-      }
-      i++;
-    }
-    const parsed = spec.schema.safeParse(raw);
-    if (!parsed.success) {
-      return {
-        ok: false,
-        message: `${name} ${JSON.stringify(raw)}: ${parsed.error.issues[0].message}`,
-      };
-    }
-    config[spec.key] = parsed.data;
-  }
+  const r = parseFlags(
+    argv,
+    FLAGS,
+    { port: 8002, host: "127.0.0.1", pollMs: 5000, help: false },
+    "manager --help",
+  );
+  if (!r.ok) return r;
+  const config = r.values;
   if (!config.help && !config.workers) {
     return { ok: false, message: "--workers is required (comma-separated worker URLs)" };
   }
