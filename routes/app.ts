@@ -22,7 +22,7 @@ import { opsRoutes } from "./ops.ts";
 import { openaiRoutes } from "./openai.ts";
 import { tokenRoutes } from "./tokens.ts";
 import type { EventBus } from "../lib/events/bus.ts";
-import { createFanout, type Fanout } from "../lib/events/fanout.ts";
+import { createFanout, type Fanout, type FanoutOptions } from "../lib/events/fanout.ts";
 import { createBus } from "../lib/events/bus.ts";
 import { eventRoutes } from "./events.ts";
 
@@ -43,7 +43,7 @@ export type Surfaces = {
   videoDisabled?: string;
 };
 
-export function newSurfaces(opts: { pingMs?: number; bufferLimit?: number } = {}): Surfaces {
+export function newSurfaces(opts: FanoutOptions = {}): Surfaces {
   const bus = createBus();
   return { bus, fanout: createFanout(bus, opts) };
 }
@@ -81,6 +81,13 @@ export function createApp(state: ServerState, surfaces: Surfaces = newSurfaces()
     return openaiError(c, 401, message, { type: "authentication_error", code: "invalid_api_key" });
   });
   app.route("/", eventRoutes(surfaces.bus, { fanout: surfaces.fanout, retryMs: surfaces.retryMs }));
+  const { stats } = surfaces.fanout;
+  state.channel = () => ({
+    listeners: stats.listeners,
+    published: surfaces.bus.lastId(),
+    dropped: stats.dropped,
+    rejected: stats.rejected,
+  });
   const sessions = (c: Context) =>
     surfaces.sessions ? surfaces.sessions.fetch(c.req.raw, c.env) : c.json({
       error: "AGENTS_NOT_CONFIGURED",

@@ -40,9 +40,16 @@ export function opsRoutes(state: ServerState): Hono {
       chat_template: state.template?.source ?? null,
     });
   });
-  app.get("/metrics", (c) =>
-    c.text(renderMetrics(state.metrics, state.engine?.stats()), 200, {
-      "content-type": "text/plain; version=0.0.4; charset=utf-8",
-    }));
+  app.get(
+    "/metrics",
+    (c) =>
+      c.text(
+        renderMetrics(state.metrics, state.engine?.stats(), undefined, state.channel?.()),
+        200,
+        {
+          "content-type": "text/plain; version=0.0.4; charset=utf-8",
+        },
+      ),
+  );
   return app;
 }

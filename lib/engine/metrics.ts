@@ -12,6 +12,7 @@
  * @module
  */
 import type { EngineStats } from "./scheduler.ts";
+import type { ChannelCounters } from "./state.ts";
 
 export type Metrics = {
   requests: Map<string, number>;
@@ -33,7 +34,12 @@ function escapeLabel(v: string): string {
 }
 
 /** Prometheus exposition text; `stats` is undefined while the model loads. */
-export function renderMetrics(m: Metrics, stats?: EngineStats, now = performance.now()): string {
+export function renderMetrics(
+  m: Metrics,
+  stats?: EngineStats,
+  now = performance.now(),
+  channel?: ChannelCounters,
+): string {
   const out: string[] = [];
   const metric = (name: string, type: string, help: string, rows: [string, number][]) => {
     out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
@@ -84,5 +90,27 @@ export function renderMetrics(m: Metrics, stats?: EngineStats, now = performance
     "",
     Math.round(s.kvUsage * 1e6) / 1e6,
   ]]);
+  if (channel) {
+    metric("hearth_event_listeners", "gauge", "Open /api/events and /ws listeners.", [[
+      "",
+      channel.listeners,
+    ]]);
+    metric("hearth_events_published_total", "counter", "Public events published.", [[
+      "",
+      channel.published,
+    ]]);
+    metric(
+      "hearth_event_listeners_dropped_total",
+      "counter",
+      "Listeners dropped for falling too far behind.",
+      [["", channel.dropped]],
+    );
+    metric(
+      "hearth_event_listeners_rejected_total",
+      "counter",
+      "Listeners refused at the cap (SSE_CAPACITY).",
+      [["", channel.rejected]],
+    );
+  }
   return out.join("\n") + "\n";
 }

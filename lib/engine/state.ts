@@ -30,6 +30,15 @@ export type ServerState = {
   chatLog?: ChatLogger;
   /** CPU threads for llama.cpp contexts made after start-up (embeddings). */
   threads?: number;
+  /** Event-channel counters for /metrics (set when the app mounts the channel). */
+  channel?: () => ChannelCounters;
+};
+
+export type ChannelCounters = {
+  listeners: number;
+  published: number;
+  dropped: number;
+  rejected: number;
 };
 
 export function newServerState(modelId: string, apiKey?: string): ServerState {
