@@ -352,6 +352,9 @@ Deno.test("video API: Range downloads, signed URLs, the mangled http:// path, me
   const other2 = await (await fetch(`${srv.url}/v1beta/models/${VEO2}/operations`, { headers }))
     .json();
   assert.deepEqual(other2.operations, []);
+  const unknown = await fetch(`${srv.url}/v1beta/models/veo-9-nope/operations`, { headers });
+  assert.equal(unknown.status, 404);
+  assert.equal((await errorOf(unknown)).status, "NOT_FOUND");
 
   // A signed URL is good for a few minutes only.
   srv.skew.ms = 10 * 60_000;

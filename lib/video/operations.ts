@@ -30,6 +30,7 @@ import { isVideoId, newVideoId } from "./ids.ts";
 import { encodeStoredRequest, sha256Hex, type StoredRequest } from "./jobs.ts";
 import {
   type ExtensionSource,
+  familyOf,
   type Region,
   type RuleContext,
   validateVideoRequest,
@@ -244,6 +245,13 @@ export async function createVideoService(cfg: VideoServiceConfig): Promise<Video
     },
 
     list(model, opts = {}) {
+      if (cfg.backend === "local" && !familyOf(model)) {
+        return fail(
+          404,
+          `models/${model} is not found for API version v1beta, or is not supported for predictLongRunning.`,
+          { status: "NOT_FOUND" },
+        );
+      }
       const size = Math.min(MAX_PAGE_SIZE, Math.max(1, opts.pageSize || DEFAULT_PAGE_SIZE));
       let after: { createdAt: number; id: string } | undefined;
       if (opts.pageToken) {
