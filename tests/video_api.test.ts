@@ -7,53 +7,16 @@
  */
 import assert from "node:assert/strict";
 import { ApiError, GoogleGenAI } from "@google/genai";
-import { Hono } from "hono";
-import { createVideoService, type VideoServiceConfig } from "../lib/video/operations.ts";
+import type { VideoServiceConfig } from "../lib/video/operations.ts";
 import { probeVideo } from "../lib/video/probe.ts";
-import { videoRoutes } from "../routes/video.ts";
-import { freePort } from "./support/server.ts";
+import { startVideoServer as startSupportServer } from "./support/video.ts";
 
 const KEY = "test-key-video-api";
 const FAST = "veo-3.1-fast-generate-preview";
 const VEO2 = "veo-2.0-generate-001";
 
-type VideoServer = {
-  url: string;
-  dataDir: string;
-  /** Milliseconds added to the service clock. */
-  skew: { ms: number };
-  [Symbol.asyncDispose]: () => Promise<void>;
-};
-
-async function startVideoServer(cfg: Partial<VideoServiceConfig> = {}): Promise<VideoServer> {
-  const dataDir = await Deno.makeTempDir({ prefix: "hearth-video-api-" });
-  const skew = { ms: 0 };
-  const service = await createVideoService({
-    dataDir,
-    region: "global",
-    backend: "local",
-    workers: 2,
-    keys: [KEY],
-    countTokens: (t) => t.split(/\s+/).filter(Boolean).length,
-    now: () => Date.now() + skew.ms,
-    blocklist: ["forbidden thing"],
-    ...cfg,
-  });
-  const app = new Hono();
-  app.route("/", videoRoutes(service));
-  const port = freePort();
-  const server = Deno.serve({ hostname: "127.0.0.1", port, onListen() {} }, app.fetch);
-  return {
-    url: `http://127.0.0.1:${port}`,
-    dataDir,
-    skew,
-    async [Symbol.asyncDispose]() {
-      await server.shutdown();
-      await service.close();
-      await Deno.remove(dataDir, { recursive: true });
-    },
-  };
-}
+const startVideoServer = (cfg: Partial<VideoServiceConfig> = {}) =>
+  startSupportServer({ workers: 2, keys: [KEY], ...cfg });
 
 const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -8,67 +8,26 @@
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import { ApiError, GoogleGenAI } from "@google/genai";
-import { Hono } from "hono";
 import { compileBlocklist, readBlocklist } from "../lib/video/blocklist.ts";
 import { checkApiKey } from "../lib/video/errors.ts";
 import { isVideoId, newVideoId } from "../lib/video/ids.ts";
-import {
-  createVideoService,
-  DEFAULT_RETENTION_MS,
-  type VideoServiceConfig,
-} from "../lib/video/operations.ts";
+import { DEFAULT_RETENTION_MS, type VideoServiceConfig } from "../lib/video/operations.ts";
 import { encodeStoredRequest } from "../lib/video/jobs.ts";
 import { probeVideo } from "../lib/video/probe.ts";
 import { parseRange } from "../lib/video/range.ts";
 import { loadSigningKey, mediaPath, verifyMedia } from "../lib/video/signing.ts";
 import { openVideoStore } from "../lib/video/store.ts";
 import type { VideoRequest } from "../lib/video/types.ts";
-import { videoRoutes } from "../routes/video.ts";
+import { startVideoServer as startSupportServer } from "./support/video.ts";
 import { tinyModelPath } from "./support/models.ts";
-import { freePort, startServer } from "./support/server.ts";
+import { startServer } from "./support/server.ts";
 
 const KEY = "test-key-video-ops";
 const FAST = "veo-3.1-fast-generate-preview";
 const DAY = 24 * 3600_000;
 
-type VideoServer = {
-  url: string;
-  dataDir: string;
-  skew: { ms: number };
-  sweep: () => Promise<{ ops: number; files: number }>;
-  [Symbol.asyncDispose]: () => Promise<void>;
-};
-
-async function startVideoServer(cfg: Partial<VideoServiceConfig> = {}): Promise<VideoServer> {
-  const dataDir = cfg.dataDir ?? await Deno.makeTempDir({ prefix: "hearth-video-ops-" });
-  const skew = { ms: 0 };
-  const service = await createVideoService({
-    region: "global",
-    backend: "local",
-    workers: 1,
-    keys: [KEY],
-    countTokens: (t) => t.split(/\s+/).filter(Boolean).length,
-    now: () => Date.now() + skew.ms,
-    blocklist: ["forbidden thing"],
-    ...cfg,
-    dataDir,
-  });
-  const app = new Hono();
-  app.route("/", videoRoutes(service));
-  const port = freePort();
-  const server = Deno.serve({ hostname: "127.0.0.1", port, onListen() {} }, app.fetch);
-  return {
-    url: `http://127.0.0.1:${port}`,
-    dataDir,
-    skew,
-    sweep: () => service.sweep(),
-    async [Symbol.asyncDispose]() {
-      await server.shutdown();
-      await service.close();
-      if (!cfg.dataDir) await Deno.remove(dataDir, { recursive: true });
-    },
-  };
-}
+const startVideoServer = (cfg: Partial<VideoServiceConfig> = {}) =>
+  startSupportServer({ keys: [KEY], ...cfg });
 
 const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
