@@ -138,6 +138,7 @@ async function serve(argv: string[]): Promise<void> {
   state.template = template;
   state.sseBufferLimit = sseBufferLimit;
   state.threads = config.threads;
+  state.dataDir = config.dataDir;
   if (Deno.env.get("HEARTH_CHAT_LOGGER") === "1") {
     state.chatLog = createChatLogger(`${config.dataDir}/logs`);
   }

@@ -470,5 +470,42 @@ export function samplers(llama: Llama) {
     },
     grammar: (vocab: VocabPtr, grammar: string, root: string) =>
       s.llama_sampler_init_grammar(vocab, cString(grammar), cString(root)),
+    /**
+     * A grammar that stays inactive (its `apply` leaves candidates alone) until a trigger: a
+     * token in `tokens`, or generated text matching one of `patterns` (std::regex, ECMAScript
+     * flavour; llama.cpp throws through the C ABI, which aborts the process, on a pattern that
+     * does not compile: validate patterns first). Null when the grammar does not parse.
+     */
+    grammarLazyPatterns: (
+      vocab: VocabPtr,
+      grammar: string,
+      root: string,
+      patterns: string[],
+      tokens: number[],
+    ) => {
+      // `const char **`: an array of pointers to NUL-terminated strings. Each string gets its own
+      // off-heap ArrayBuffer so its address is fixed; `strings` keeps them alive for the call.
+      const strings = patterns.map((p) => {
+        const c = cString(p);
+        const out = new Uint8Array(new ArrayBuffer(c.length));
+        out.set(c);
+        return out;
+      });
+      const ptrs = new BigUint64Array(new ArrayBuffer(Math.max(1, strings.length) * 8));
+      strings.forEach((str, i) => (ptrs[i] = addr(str)));
+      const toks = new Int32Array(new ArrayBuffer(Math.max(1, tokens.length) * 4));
+      toks.set(tokens);
+      const sampler = s.llama_sampler_init_grammar_lazy_patterns(
+        vocab,
+        cString(grammar),
+        cString(root),
+        new Uint8Array(ptrs.buffer),
+        BigInt(strings.length),
+        new Uint8Array(toks.buffer),
+        BigInt(tokens.length),
+      );
+      strings.length = 0; // only now may they be collected
+      return sampler;
+    },
   };
 }

@@ -1,15 +1,18 @@
 /**
  * Anthropic Messages API routes: `POST /v1/messages` (streaming and not) and
- * `POST /v1/messages/count_tokens`, in the shapes `@anthropic-ai/sdk` and tools built on it
- * expect, errors included (`{"type":"error","error":{"type","message"}}`).
+ * `POST /v1/messages/count_tokens`, in the shapes `@anthropic-ai/sdk` and Claude Code expect,
+ * errors included (`{"type":"error","error":{"type","message"}}`). The request is mapped onto
+ * the shared conversation (`lib/chat/anthropic.ts`); tools, tool choice, thinking and stop
+ * sequences are honoured; hints (`metadata`, `cache_control`, `context_management`,
+ * `output_config`, ...) and unknown fields are accepted and named in `x-hearth-ignored-fields`.
  *
  * `model` is required, as in the real API, but any name is accepted and echoed back: Anthropic
  * clients hard-code Claude model names, and there is only one model here to answer with.
+ * `max_tokens` beyond what the context leaves is clamped, not refused (Claude Code asks 32000).
  *
- * `usage.input_tokens` is the whole prompt, so it equals `count_tokens` for the same request. The
- * engine's automatic prefix reuse is not Anthropic's explicit prompt caching: reporting it as
- * `cache_read_input_tokens` on top would make clients that add the two count the prompt twice,
- * so both cache fields are 0 (the reuse shows in `/metrics` and OpenAI's `cached_tokens`).
+ * Usage counts as Anthropic does: `input_tokens` is the part of the prompt that was computed,
+ * `cache_read_input_tokens` the prefix whose KV was reused; their sum is the prompt, which is
+ * what `count_tokens` returns.
  *
  * @example
  * ```ts
@@ -20,19 +23,29 @@
  * ```
  * @module
  */
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { z } from "zod";
 import {
-  anthropicGenRequest,
-  anthropicPromptIds,
-  anthropicReply,
-  isInputError,
-  type ReplyEvent,
+  anthropicContent,
+  anthropicConversation,
+  anthropicStopReason,
+  newBlockStream,
 } from "../lib/chat/anthropic.ts";
-import { type GenEvent, isRefusal } from "../lib/engine/scheduler.ts";
+import { isChatInputError } from "../lib/chat/conversation.ts";
+import {
+  type ChatEvent,
+  type ChatPlan,
+  chatReply,
+  checkTools,
+  collectReply,
+  planChat,
+} from "../lib/chat/generation.ts";
+import { defaultSampling } from "../lib/engine/sampling.ts";
+import { isRefusal } from "../lib/engine/scheduler.ts";
 import type { ServerState } from "../lib/engine/state.ts";
 import { anthropicError, parseBody } from "./errors.ts";
+import { noteIgnored } from "./ignored.ts";
 import { sseResponse } from "./sse.ts";
 
 /** The real API's request size limit for Messages. */
@@ -45,17 +58,19 @@ const content = z.union([z.string(), z.array(block)], "must be a string or an ar
 
 const conversationFields = {
   model: z.string().min(1),
-  messages: z.array(z.strictObject({ role: z.enum(["user", "assistant"]), content })).min(1),
+  messages: z.array(z.looseObject({ role: z.string(), content })).min(1),
   system: z.union([z.string(), z.array(block)], "must be a string or an array of text blocks")
     .optional(),
-  tools: z.array(z.unknown()).optional(),
+  tools: z.array(z.looseObject({})).optional(),
   tool_choice: z.looseObject({ type: z.string() }).optional(),
-  thinking: z.looseObject({ type: z.string() }).optional(),
-  // Prompt caching is automatic here (the engine reuses any shared prefix), so the hint is moot.
-  cache_control: z.looseObject({}).nullable().optional(),
+  thinking: z.looseObject({
+    type: z.string(),
+    budget_tokens: z.number().int().min(0).optional(),
+  }).nullable().optional(),
+  mcp_servers: z.array(z.looseObject({})).optional(),
 };
 
-const createSchema = z.strictObject({
+const createSchema = z.looseObject({
   ...conversationFields,
   max_tokens: z.number().int().min(1),
   stop_sequences: z.array(z.string().min(1, "stop sequences must not be empty")).optional(),
@@ -63,13 +78,12 @@ const createSchema = z.strictObject({
   top_p: z.number().gt(0, "must be greater than 0").max(1).optional(),
   top_k: z.number().int().min(0).optional(),
   stream: z.boolean().optional(),
-  metadata: z.strictObject({ user_id: z.string().nullable().optional() }).optional(),
-  service_tier: z.enum(["auto", "standard_only"]).optional(),
 });
 
-const countSchema = z.strictObject(conversationFields);
+const countSchema = z.looseObject(conversationFields);
 
-type ConversationBody = z.output<typeof countSchema>;
+type CountBody = z.output<typeof countSchema>;
+type CreateBody = z.output<typeof createSchema>;
 
 export function anthropicRoutes(state: ServerState): Hono {
   const app = new Hono();
@@ -88,34 +102,55 @@ export function anthropicRoutes(state: ServerState): Hono {
   app.use("/v1/messages", limit);
   app.use("/v1/messages/*", limit);
 
-  /** Prompt ids for a conversation, or the error response that explains why there are none. */
-  function promptFor(b: ConversationBody): { ids: number[] } | { response: Response } {
-    const unsupported = unsupportedFeature(b);
-    if (unsupported) {
-      return { response: anthropicError(400, "invalid_request_error", unsupported) };
-    }
+  /** The plan for a request, or the error response that explains why there is none. */
+  function planFor(c: Context, b: CountBody & Partial<CreateBody>): ChatPlan | Response {
     const engine = state.engine;
     if (!engine) {
-      return {
-        response: anthropicError(529, "overloaded_error", "the model is still loading", {
-          "retry-after": "1",
-        }),
-      };
+      return anthropicError(529, "overloaded_error", "the model is still loading", {
+        "retry-after": "1",
+      });
     }
     if (!state.template) {
-      return {
-        response: anthropicError(
-          400,
-          "invalid_request_error",
-          "the served model has no chat template; start the server with --chat-template FILE",
-        ),
-      };
+      return anthropicError(
+        400,
+        "invalid_request_error",
+        "the served model has no chat template; start the server with --chat-template FILE",
+      );
+    }
+    if (b.mcp_servers?.length) {
+      return anthropicError(
+        400,
+        "invalid_request_error",
+        "mcp_servers: no MCP servers are configured on this server",
+      );
     }
     try {
-      return { ids: anthropicPromptIds(engine.model, state.template, b) };
+      const { conv, ignored } = anthropicConversation(
+        b as Parameters<typeof anthropicConversation>[0],
+      );
+      const checked = checkTools(conv.tools, (i) => `tools[${i}]`, "input_schema");
+      conv.tools = checked.tools;
+      noteIgnored(c, [...ignored, ...checked.notes]);
+      const extra: Record<string, unknown> = {};
+      if (b.thinking) {
+        extra.enable_thinking = b.thinking.type !== "disabled";
+        if (b.thinking.budget_tokens !== undefined) noteIgnored(c, ["thinking.budget_tokens"]);
+      }
+      const d = defaultSampling();
+      return planChat(engine.model, state.template, conv, {
+        maxTokens: b.max_tokens,
+        sampling: {
+          ...d,
+          temperature: b.temperature ?? d.temperature,
+          topP: b.top_p ?? d.topP,
+          topK: b.top_k ?? d.topK,
+        },
+        stop: b.stop_sequences ?? [],
+        ignoreEos: false,
+      }, { addGenerationPrompt: true, prefill: true, extra });
     } catch (e) {
-      if (isInputError(e)) {
-        return { response: anthropicError(400, "invalid_request_error", e.message) };
+      if (isChatInputError(e) || isRefusal(e)) {
+        return anthropicError(400, "invalid_request_error", e.message);
       }
       throw e;
     }
@@ -124,22 +159,26 @@ export function anthropicRoutes(state: ServerState): Hono {
   app.post("/v1/messages/count_tokens", async (c) => {
     const body = await parseBody(c, countSchema, badRequest);
     if (!body.ok) return body.response;
-    const prompt = promptFor(body.data);
-    if ("response" in prompt) return prompt.response;
-    return c.json({ input_tokens: prompt.ids.length });
+    const plan = planFor(c, body.data);
+    if (plan instanceof Response) return plan;
+    return c.json({ input_tokens: plan.prompt.length });
   });
 
   app.post("/v1/messages", async (c) => {
     const body = await parseBody(c, createSchema, badRequest);
     if (!body.ok) return body.response;
     const b = body.data;
-    const prompt = promptFor(b);
-    if ("response" in prompt) return prompt.response;
+    const plan = planFor(c, b);
+    if (plan instanceof Response) return plan;
     const engine = state.engine!;
 
-    let events: AsyncIterable<GenEvent>;
+    let reply: AsyncGenerator<ChatEvent>;
     try {
-      events = engine.submit(anthropicGenRequest(prompt.ids, b));
+      reply = chatReply(
+        engine.submit({ ...plan.req, signal: c.req.raw.signal }),
+        plan,
+        c.req.raw.signal,
+      );
     } catch (e) {
       if (!isRefusal(e)) throw e;
       if (e.kind === "busy") {
@@ -147,40 +186,38 @@ export function anthropicRoutes(state: ServerState): Hono {
       }
       return anthropicError(400, "invalid_request_error", e.message);
     }
-    const reply = anthropicReply(events, c.req.raw.signal);
     const head = {
       id: `msg_${crypto.randomUUID().replaceAll("-", "")}`,
       type: "message",
       role: "assistant",
       model: b.model,
     };
-    const promptTokens = prompt.ids.length;
+    const log = (response: unknown, status = 200) =>
+      state.chatLog?.({ route: c.req.path, request: b, response, status });
 
     if (b.stream) {
       // Frames arrive formatted (`event:` + `data:`); the shared writer adds the buffer bound.
-      return sseResponse(streamFrames(reply, head, promptTokens), {
+      return sseResponse(streamFrames(reply, head, plan.prompt.length, log), {
         format: (frame) => frame,
         bufferLimit: state.sseBufferLimit,
       });
     }
 
-    let text = "";
-    for await (const ev of reply) {
-      if (ev.type === "text") text += ev.text;
-      else if (ev.type === "error") {
-        return anthropicError(500, "api_error", `generation failed: ${ev.message}`);
-      } else {
-        return c.json({
-          ...head,
-          content: [{ type: "text", text }],
-          stop_reason: ev.stopReason,
-          stop_sequence: ev.stopSequence,
-          usage: usage(promptTokens, ev.outputTokens),
-        });
-      }
+    const r = await collectReply(reply);
+    if (r.error || !r.end) {
+      const why = r.error ?? "the request was cancelled";
+      log({ error: why }, 500);
+      return anthropicError(500, "api_error", `generation failed: ${why}`);
     }
-    // Only an aborted request (client gone) gets here; nobody reads this.
-    return anthropicError(499, "api_error", "the client closed the request");
+    const response = {
+      ...head,
+      content: anthropicContent(r),
+      stop_reason: anthropicStopReason(r.end),
+      stop_sequence: r.end.stopString ?? null,
+      usage: usage(r.end.promptTokens, r.end.cachedTokens, r.end.completionTokens),
+    };
+    log(response);
+    return c.json(response);
   });
 
   app.onError((err, c) => {
@@ -190,23 +227,11 @@ export function anthropicRoutes(state: ServerState): Hono {
   return app;
 }
 
-/** The request fields that ask for something not built yet; no-op forms of them pass. */
-function unsupportedFeature(b: ConversationBody): string | undefined {
-  if (b.tools?.length) return "tools: tool use is not supported yet";
-  if (b.tool_choice && !["auto", "none"].includes(b.tool_choice.type)) {
-    return `tool_choice: "${b.tool_choice.type}" is not supported yet (tool use is not)`;
-  }
-  if (b.thinking && b.thinking.type !== "disabled") {
-    return `thinking: extended thinking ("${b.thinking.type}") is not supported yet`;
-  }
-  return undefined;
-}
-
-function usage(promptTokens: number, outputTokens: number) {
+function usage(promptTokens: number, cachedTokens: number, outputTokens: number) {
   return {
-    input_tokens: promptTokens,
+    input_tokens: promptTokens - cachedTokens,
     cache_creation_input_tokens: 0,
-    cache_read_input_tokens: 0,
+    cache_read_input_tokens: cachedTokens,
     output_tokens: outputTokens,
   };
 }
@@ -215,11 +240,12 @@ function frame(event: string, data: unknown): string {
   return `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
 }
 
-/** One text content block, framed as the real API streams it. */
+/** The reply framed as the real API streams it. */
 async function* streamFrames(
-  reply: AsyncIterable<ReplyEvent>,
+  reply: AsyncIterable<ChatEvent>,
   head: Record<string, string>,
   promptTokens: number,
+  log: (response: unknown, status?: number) => void,
 ): AsyncGenerator<string> {
   yield frame("message_start", {
     type: "message_start",
@@ -228,37 +254,32 @@ async function* streamFrames(
       content: [],
       stop_reason: null,
       stop_sequence: null,
-      usage: usage(promptTokens, 0),
+      usage: usage(promptTokens, 0, 0),
     },
   });
-  yield frame("content_block_start", {
-    type: "content_block_start",
-    index: 0,
-    content_block: { type: "text", text: "" },
-  });
   yield frame("ping", { type: "ping" });
+  const blocks = newBlockStream();
   for await (const ev of reply) {
-    if (ev.type === "text") {
-      yield frame("content_block_delta", {
-        type: "content_block_delta",
-        index: 0,
-        delta: { type: "text_delta", text: ev.text },
-      });
-    } else if (ev.type === "error") {
+    if (ev.type === "error") {
+      log({ error: ev.message }, 500);
       yield frame("error", {
         type: "error",
         error: { type: "api_error", message: `generation failed: ${ev.message}` },
       });
       return;
-    } else {
-      yield frame("content_block_stop", { type: "content_block_stop", index: 0 });
+    }
+    if (ev.type === "end") {
+      for (const f of blocks.close()) yield frame(f.event, f.data);
+      const u = usage(ev.promptTokens, ev.cachedTokens, ev.completionTokens);
       yield frame("message_delta", {
         type: "message_delta",
-        delta: { stop_reason: ev.stopReason, stop_sequence: ev.stopSequence },
-        usage: usage(promptTokens, ev.outputTokens),
+        delta: { stop_reason: anthropicStopReason(ev), stop_sequence: ev.stopString ?? null },
+        usage: u,
       });
       yield frame("message_stop", { type: "message_stop" });
+      log({ stop_reason: anthropicStopReason(ev), usage: u });
       return;
     }
+    for (const f of blocks.push(ev)) yield frame(f.event, f.data);
   }
 }

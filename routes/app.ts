@@ -25,6 +25,8 @@ import type { EventBus } from "../lib/events/bus.ts";
 import { createFanout, type Fanout, type FanoutOptions } from "../lib/events/fanout.ts";
 import { createBus } from "../lib/events/bus.ts";
 import { eventRoutes } from "./events.ts";
+import { ignoredFieldsHeader } from "./ignored.ts";
+import { responsesRoutes } from "./responses.ts";
 
 /**
  * The surfaces beside inference. Mutable: `main.ts` fills `sessions` and `video` once their
@@ -69,6 +71,7 @@ export function createApp(state: ServerState, surfaces: Surfaces = newSurfaces()
       c.res.status,
     );
   });
+  app.use("*", ignoredFieldsHeader);
   app.use("*", async (c, next) => {
     // The video API checks its own keys (`x-goog-api-key`), in Google's error envelope.
     if (!state.apiKey || OPEN_PATHS.has(c.req.path) || isGoogle(c)) return await next();
@@ -108,6 +111,7 @@ export function createApp(state: ServerState, surfaces: Surfaces = newSurfaces()
   app.route("/", openaiRoutes(state));
   app.route("/", embeddingsRoutes(state, { threads: state.threads }));
   app.route("/", anthropicRoutes(state));
+  app.route("/", responsesRoutes(state));
   app.notFound((c) => {
     const message = `no route for ${c.req.method} ${c.req.path}`;
     if (isAnthropic(c)) return anthropicError(404, "not_found_error", message);

@@ -17,6 +17,7 @@
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { z } from "zod";
+import { noteIgnored } from "./ignored.ts";
 
 export type OpenAIErrorType =
   | "invalid_request_error"
@@ -56,7 +57,11 @@ export function describeZodError(error: z.ZodError): { message: string; param: s
 
 export type Parsed<T> = { ok: true; data: T } | { ok: false; response: Response };
 
-/** Reads a JSON body and validates it; any failure is an OpenAI-shaped 400. */
+/**
+ * Reads a JSON body and validates it; any failure is an OpenAI-shaped 400. Top-level keys the
+ * schema does not name (it must be a loose object to let them through) are noted as ignored, so
+ * the response names them in `x-hearth-ignored-fields`.
+ */
 export async function parseBody<S extends z.ZodType>(
   c: Context,
   schema: S,
@@ -81,6 +86,10 @@ export async function parseBody<S extends z.ZodType>(
   if (!r.success) {
     const { message, param } = describeZodError(r.error);
     return { ok: false, response: fail(400, message, param) };
+  }
+  const shape = (schema as unknown as { shape?: Record<string, unknown> }).shape;
+  if (shape && typeof raw === "object" && raw !== null && !Array.isArray(raw)) {
+    noteIgnored(c, Object.keys(raw).filter((k) => !Object.hasOwn(shape, k)));
   }
   return { ok: true, data: r.data };
 }

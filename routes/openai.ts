@@ -1,8 +1,10 @@
 /**
- * OpenAI-style routes: `GET /v1/models`, `POST /v1/completions` and `POST /v1/chat/completions`
- * (plain and streamed). Requests are validated with Zod (unknown fields are refused, as OpenAI
- * does), turned into engine jobs (one per prompt × `n`), and the engine's events are shaped into
- * OpenAI objects or `data:` chunks ending in `[DONE]`.
+ * OpenAI-style routes: `GET /v1/models` and `POST /v1/completions` (plain and streamed, with
+ * `logprobs` and `echo` as lm-evaluation-harness uses them); `POST /v1/chat/completions` lives
+ * in `openai_chat.ts` and is mounted here. Requests are validated with Zod (unknown fields are
+ * accepted and named in `x-hearth-ignored-fields`), turned into engine jobs (one per prompt ×
+ * `n`), and the engine's events are shaped into OpenAI objects or `data:` chunks ending in
+ * `[DONE]`.
  *
  * @example
  * ```ts
@@ -13,47 +15,32 @@
  */
 import { type Context, Hono } from "hono";
 import { z } from "zod";
-import { chatPromptText } from "../lib/chat/prompt.ts";
 import {
   type FinishReason,
   type GenEvent,
   type GenRequest,
   isRefusal,
-  type Scheduler,
 } from "../lib/engine/scheduler.ts";
 import type { ServerState } from "../lib/engine/state.ts";
-import { checkIds, detokenizeIds, specialSpellings, tokenizeText } from "../lib/engine/tokens.ts";
+import { checkIds, detokenizeIds, tokenizeText } from "../lib/engine/tokens.ts";
+import { completionLogprobs, type TokenLogprob } from "../lib/chat/logprobs.ts";
 import { openaiError, parseBody } from "./errors.ts";
 import {
-  messageSchema,
+  generationFields,
+  merge,
   modelNotFound,
   requestedGrammar,
-  responseFormatSchema,
-  samplingFields,
-  structuredOutputsSchema,
+  stopList,
+  streamOptionsCheck,
   toSampling,
 } from "./openai_common.ts";
 import { checkGrammar } from "../lib/engine/constrained.ts";
 import { sseResponse } from "./sse.ts";
+import { chatCompletionsRoutes } from "./openai_chat.ts";
 
 const tokenIds = z.array(z.number().int("token ids must be integers")).min(1);
 
-/** Fields both generation routes share. */
-const generationFields = {
-  model: z.string().optional(),
-  stop: z.union([z.string(), z.array(z.string()).max(16)]).nullable().optional(),
-  ignore_eos: z.boolean().optional(),
-  stream: z.boolean().nullable().optional(),
-  stream_options: z.strictObject({ include_usage: z.boolean().optional() }).nullable()
-    .optional(),
-  n: z.number().int().min(1).max(16).nullable().optional(),
-  user: z.string().optional(),
-  structured_outputs: structuredOutputsSchema,
-  response_format: responseFormatSchema,
-  ...samplingFields,
-};
-
-const completionSchema = z.strictObject({
+const completionSchema = z.looseObject({
   prompt: z.union([
     z.string(),
     z.array(z.string()).min(1),
@@ -63,29 +50,12 @@ const completionSchema = z.strictObject({
   max_tokens: z.number().int().min(0).nullable().optional(),
   best_of: z.number().int().min(1).nullable().optional(),
   echo: z.boolean().nullable().optional(),
-  logprobs: z.number().int().min(0).nullable().optional(),
+  logprobs: z.number().int().min(0).max(20).nullable().optional(),
   suffix: z.string().nullable().optional(),
   ...generationFields,
 });
 
-const chatSchema = z.strictObject({
-  messages: z.array(messageSchema).min(1, "must contain at least one message"),
-  max_tokens: z.number().int().min(1).nullable().optional(),
-  max_completion_tokens: z.number().int().min(1).nullable().optional(),
-  reasoning_effort: z.string().nullable().optional(),
-  chat_template_kwargs: z.record(z.string(), z.unknown()).nullable().optional(),
-  add_generation_prompt: z.boolean().optional(),
-  logprobs: z.boolean().nullable().optional(),
-  top_logprobs: z.number().int().nullable().optional(),
-  tools: z.array(z.unknown()).nullable().optional(),
-  tool_choice: z.unknown().optional(),
-  parallel_tool_calls: z.boolean().nullable().optional(),
-  ...generationFields,
-});
-
 type CompletionBody = z.output<typeof completionSchema>;
-type ChatBody = z.output<typeof chatSchema>;
-type GenerationBody = CompletionBody | ChatBody;
 
 /** One engine job: which prompt (by index) and which of its `n` choices. */
 type Job = { index: number; promptIndex: number; prompt: number[]; req: GenRequest };
@@ -118,100 +88,43 @@ export function openaiRoutes(state: ServerState): Hono {
     const b = body.data;
     const bad = unsupportedCompletionField(b);
     if (bad) return openaiError(c, 400, bad.message, { param: bad.param });
-    return await generate(c, state, b, "completion", (engine) => {
-      const m = engine.model;
-      const p = b.prompt;
-      if (typeof p === "string") return [tokenizeText(m, p, true)];
-      if (typeof p[0] === "string") return (p as string[]).map((s) => tokenizeText(m, s, true));
-      if (typeof p[0] === "number") return [p as number[]];
-      return p as number[][];
-    });
+    return await complete(c, state, b);
   });
 
-  app.post("/v1/chat/completions", async (c) => {
-    const body = await parseBody(c, chatSchema);
-    if (!body.ok) return body.response;
-    const b = body.data;
-    const bad = unsupportedChatField(b);
-    if (bad) return openaiError(c, 400, bad.message, { param: bad.param });
-    if (state.engine && !state.template) {
-      return openaiError(c, 400, "the model has no chat template; use /v1/completions", {
-        param: "messages",
-      });
-    }
-    return await generate(c, state, b, "chat", (engine) => {
-      const extra: Record<string, unknown> = { ...b.chat_template_kwargs };
-      if (b.reasoning_effort != null) extra.reasoning_effort = b.reasoning_effort;
-      const text = chatPromptText(state.template!, specialSpellings(engine.model), b.messages, {
-        addGenerationPrompt: b.add_generation_prompt ?? true,
-        extra,
-      });
-      // The template writes BOS itself.
-      return [tokenizeText(engine.model, text, false)];
-    });
-  });
-
+  app.route("/", chatCompletionsRoutes(state));
   return app;
 }
 
 function unsupportedCompletionField(
   b: CompletionBody,
 ): { message: string; param: string } | undefined {
-  if (b.logprobs != null && b.logprobs > 0) {
-    return { message: "`logprobs` is not supported yet", param: "logprobs" };
-  }
   if (b.suffix) {
     return { message: "`suffix` (fill-in-the-middle) is not supported", param: "suffix" };
   }
   if (b.best_of != null && b.best_of !== (b.n ?? 1)) {
     return { message: "`best_of` other than `n` is not supported", param: "best_of" };
   }
-  return streamOptionsCheck(b);
-}
-
-function unsupportedChatField(b: ChatBody): { message: string; param: string } | undefined {
-  if (b.logprobs) return { message: "`logprobs` is not supported yet", param: "logprobs" };
-  if (b.top_logprobs != null) {
-    return { message: "`top_logprobs` is not supported yet", param: "top_logprobs" };
-  }
-  if (b.tools != null && b.tools.length > 0) {
-    return { message: "`tools` (function calling) is not supported yet", param: "tools" };
-  }
-  if (b.tool_choice !== undefined && b.tool_choice !== null && b.tool_choice !== "none") {
-    return { message: "`tool_choice` is not supported yet", param: "tool_choice" };
-  }
-  if (b.max_tokens != null && b.max_completion_tokens != null) {
+  if (b.echo && b.logprobs != null && b.stream) {
     return {
-      message: "give only one of `max_tokens` and `max_completion_tokens`",
-      param: "max_completion_tokens",
+      message: "`echo` with `logprobs` is supported without `stream` only",
+      param: "echo",
     };
   }
   return streamOptionsCheck(b);
 }
 
-function streamOptionsCheck(b: GenerationBody): { message: string; param: string } | undefined {
-  if (b.stream_options && !b.stream) {
-    return {
-      message: "`stream_options` is only allowed when `stream` is true",
-      param: "stream_options",
-    };
-  }
-  return undefined;
+function promptsOf(state: ServerState, b: CompletionBody): number[][] {
+  const m = state.engine!.model;
+  const p = b.prompt;
+  if (typeof p === "string") return [tokenizeText(m, p, true)];
+  if (typeof p[0] === "string") return (p as string[]).map((s) => tokenizeText(m, s, true));
+  if (typeof p[0] === "number") return [p as number[]];
+  return p as number[][];
 }
 
-function stopList(b: GenerationBody): string[] {
-  return b.stop == null ? [] : typeof b.stop === "string" ? [b.stop] : b.stop;
-}
-
-/** Shared path of both generation routes: prompts -> jobs -> engine -> response or stream. */
-async function generate(
-  c: Context,
-  state: ServerState,
-  b: GenerationBody,
-  kind: "completion" | "chat",
-  prompts: (engine: Scheduler) => number[][],
-): Promise<Response> {
-  if (b.model !== undefined && b.model !== state.modelId) return modelNotFound(c, b.model);
+/** Prompts -> jobs -> engine -> response or stream. */
+async function complete(c: Context, state: ServerState, b: CompletionBody): Promise<Response> {
+  if (b.model != null && b.model !== state.modelId) return modelNotFound(c, b.model);
   const engine = state.engine;
   if (!engine) return openaiError(c, 503, "the model is still loading", { code: "loading" });
   const m = engine.model;
@@ -229,16 +142,13 @@ async function generate(
       });
     }
   }
+  const wantLogprobs = b.logprobs != null;
+  const echo = b.echo ?? false;
 
   let jobs: Job[];
   try {
-    const ids = prompts(engine);
+    const ids = promptsOf(state, b);
     ids.forEach((p, i) => checkIds(m, p, ids.length > 1 ? `prompt[${i}]` : "prompt"));
-    const maxTokens = (p: number[]) =>
-      kind === "chat"
-        ? (b as ChatBody).max_completion_tokens ?? (b as ChatBody).max_tokens ??
-          Math.max(1, m.nCtxSeq - p.length)
-        : (b as CompletionBody).max_tokens ?? 16;
     const n = b.n ?? 1;
     jobs = ids.flatMap((prompt, promptIndex) =>
       Array.from({ length: n }, (_, k) => ({
@@ -248,19 +158,17 @@ async function generate(
         req: {
           prompt: Int32Array.from(prompt),
           grammar,
-          maxTokens: maxTokens(prompt),
+          maxTokens: b.max_tokens ?? 16,
           sampling: toSampling(b, k),
           stop: stopList(b),
           ignoreEos: b.ignore_eos ?? false,
+          ...(wantLogprobs ? { logprobs: b.logprobs! } : {}),
+          ...(wantLogprobs && echo ? { promptLogprobs: b.logprobs! } : {}),
         },
       }))
     );
   } catch (e) {
     if (isRefusal(e)) return openaiError(c, 400, e.message, { param: "prompt" });
-    const msg = (e as Error).message;
-    if (kind === "chat") {
-      return openaiError(c, 400, `could not build the prompt: ${msg}`, { param: "messages" });
-    }
     throw e;
   }
 
@@ -278,7 +186,7 @@ async function generate(
       const busy = e.kind === "busy";
       const res = openaiError(c, busy ? 503 : 400, e.message, {
         type: busy ? "overloaded_error" : "invalid_request_error",
-        param: busy ? null : kind === "chat" ? "messages" : "prompt",
+        param: busy ? null : "prompt",
       });
       if (busy) res.headers.set("retry-after", "1");
       return res;
@@ -286,17 +194,18 @@ async function generate(
     throw e;
   }
 
-  const id = `${kind === "chat" ? "chatcmpl" : "cmpl"}-${crypto.randomUUID().replaceAll("-", "")}`;
-  const created = Math.floor(Date.now() / 1000);
-  const object = kind === "chat" ? "chat.completion" : "text_completion";
-  const base = { id, object, created, model: state.modelId };
-  const echo = kind === "completion" && (b as CompletionBody).echo;
+  const base = {
+    id: `cmpl-${crypto.randomUUID().replaceAll("-", "")}`,
+    object: "text_completion",
+    created: Math.floor(Date.now() / 1000),
+    model: state.modelId,
+  };
   const echoText = (job: Job) => (echo ? detokenizeIds(m, job.prompt, false) : "");
   const log = (response: unknown, status = 200) =>
     state.chatLog?.({ route: c.req.path, request: b, response, status });
 
   if (b.stream) {
-    const chunks = streamChunks(jobs, streams, base, kind, echoText, b, aborter, log);
+    const chunks = streamChunks(jobs, streams, base, echoText, b, aborter, log);
     return sseResponse(chunks, {
       bufferLimit: state.sseBufferLimit,
       onCancel: () => aborter.abort(),
@@ -311,24 +220,37 @@ async function generate(
     return openaiError(c, 500, `generation failed: ${failed.error}`);
   }
   const usage = sumUsage(jobs, results);
-  const choices = results.map((r, i) =>
-    kind === "chat"
-      ? {
-        index: jobs[i].index,
-        message: { role: "assistant", content: r.text },
-        logprobs: null,
-        finish_reason: r.finishReason,
-      }
-      : {
-        index: jobs[i].index,
-        text: echoText(jobs[i]) + r.text,
-        logprobs: null,
-        finish_reason: r.finishReason,
-      }
-  );
+  const choices = results.map((r, i) => {
+    const job = jobs[i];
+    let logprobs = null;
+    if (wantLogprobs) {
+      const prompt = echo ? promptEntries(m, job.prompt, r.promptLogprobs) : [];
+      logprobs = completionLogprobs([...prompt, ...r.logprobs]);
+    }
+    return {
+      index: job.index,
+      text: echoText(job) + r.text,
+      logprobs,
+      finish_reason: r.finishReason,
+    };
+  });
   const response = { ...base, choices, usage };
   log(response);
   return c.json(response);
+}
+
+/** Prompt tokens as logprob entries; the first token (no context) has none, as OpenAI reports. */
+function promptEntries(
+  m: NonNullable<ServerState["engine"]>["model"],
+  prompt: number[],
+  lps: (TokenLogprob | null)[] | undefined,
+): (TokenLogprob | { token: number; text: string; bytes: number[]; logprob: null; top: null })[] {
+  return prompt.map((t, i) => {
+    const e = lps?.[i];
+    if (e) return e;
+    const text = detokenizeIds(m, [t], false);
+    return { token: t, text, bytes: [...new TextEncoder().encode(text)], logprob: null, top: null };
+  });
 }
 
 type Collected = {
@@ -337,6 +259,8 @@ type Collected = {
   promptTokens: number;
   cachedTokens: number;
   completionTokens: number;
+  logprobs: TokenLogprob[];
+  promptLogprobs?: (TokenLogprob | null)[];
   error?: string;
 };
 
@@ -347,14 +271,17 @@ async function collect(events: AsyncIterable<GenEvent>): Promise<Collected> {
     promptTokens: 0,
     cachedTokens: 0,
     completionTokens: 0,
+    logprobs: [],
   };
   for await (const ev of events) {
     if (ev.type === "text") out.text += ev.text;
+    else if (ev.type === "logprobs") out.logprobs.push(...ev.entries);
     else if (ev.type === "done") {
       out.finishReason = ev.finishReason;
       out.promptTokens = ev.promptTokens;
       out.cachedTokens = ev.cachedTokens;
       out.completionTokens = ev.completionTokens;
+      out.promptLogprobs = ev.promptLogprobs;
     } else out.error = ev.message;
   }
   return out;
@@ -383,69 +310,46 @@ function sumUsage(jobs: Job[], results: (Collected | undefined)[]): Usage {
   };
 }
 
-/** Interleaves several event streams, tagging each event with its stream's position. */
-async function* merge<T>(streams: AsyncIterable<T>[]): AsyncGenerator<[number, T]> {
-  const its = streams.map((s) => s[Symbol.asyncIterator]());
-  const next = (i: number) => its[i].next().then((r) => ({ i, r }));
-  const pending = new Map(its.map((_, i) => [i, next(i)]));
-  try {
-    while (pending.size) {
-      const { i, r } = await Promise.race(pending.values());
-      if (r.done) {
-        pending.delete(i);
-        continue;
-      }
-      pending.set(i, next(i));
-      yield [i, r.value];
-    }
-  } finally {
-    for (const i of pending.keys()) await its[i].return?.();
-  }
-}
-
 async function* streamChunks(
   jobs: Job[],
   streams: AsyncIterable<GenEvent>[],
   base: Record<string, unknown>,
-  kind: "completion" | "chat",
   echoText: (job: Job) => string,
-  b: GenerationBody,
+  b: CompletionBody,
   aborter: AbortController,
   log: (response: unknown, status?: number) => void,
 ): AsyncGenerator<string> {
-  const object = kind === "chat" ? "chat.completion.chunk" : "text_completion";
-  const chunk = (index: number, text: string | null, finish: FinishReason | null, role = false) =>
+  const chunk = (
+    index: number,
+    text: string,
+    finish: FinishReason | null,
+    lps: TokenLogprob[] | null = null,
+  ) =>
     JSON.stringify({
       ...base,
-      object,
-      choices: [
-        kind === "chat"
-          ? {
-            index,
-            delta: finish && text === null
-              ? {}
-              : { ...(role ? { role: "assistant" } : {}), content: text ?? "" },
-            logprobs: null,
-            finish_reason: finish,
-          }
-          : { index, text: text ?? "", logprobs: null, finish_reason: finish },
-      ],
+      choices: [{
+        index,
+        text,
+        logprobs: lps ? completionLogprobs(lps) : null,
+        finish_reason: finish,
+      }],
     });
   const results: (Collected | undefined)[] = jobs.map(() => undefined);
   const texts = jobs.map(() => "");
+  // Logprobs of tokens whose text is still held back (a possible stop string) wait for it.
+  const pending: TokenLogprob[][] = jobs.map(() => []);
+  const wantLogprobs = b.logprobs != null;
   try {
-    for (const job of jobs) {
-      if (kind === "chat") yield chunk(job.index, "", null, true);
-      else if ((b as CompletionBody).echo) yield chunk(job.index, echoText(job), null);
-    }
+    if (b.echo) { for (const job of jobs) yield chunk(job.index, echoText(job), null); }
     for await (const [i, ev] of merge(streams)) {
       const job = jobs[i];
-      if (ev.type === "text") {
+      if (ev.type === "logprobs") pending[i].push(...ev.entries);
+      else if (ev.type === "text") {
         texts[i] += ev.text;
-        yield chunk(job.index, ev.text, null);
+        yield chunk(job.index, ev.text, null, wantLogprobs ? pending[i].splice(0) : null);
       } else if (ev.type === "done") {
-        results[i] = { ...ev, text: texts[i] };
-        yield chunk(job.index, null, ev.finishReason);
+        results[i] = { ...ev, text: texts[i], logprobs: [] };
+        yield chunk(job.index, "", ev.finishReason, wantLogprobs ? pending[i].splice(0) : null);
       } else {
         log({ error: ev.message }, 500);
         yield JSON.stringify({
@@ -461,7 +365,7 @@ async function* streamChunks(
     }
     const usage = sumUsage(jobs, results);
     if (b.stream_options?.include_usage) {
-      yield JSON.stringify({ ...base, object, choices: [], usage });
+      yield JSON.stringify({ ...base, choices: [], usage });
     }
     log({ texts, finish_reasons: results.map((r) => r?.finishReason ?? null), usage });
     yield "[DONE]";

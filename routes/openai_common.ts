@@ -17,6 +17,7 @@ import { openaiError } from "./errors.ts";
 
 const contentPart = z.looseObject({ type: z.string(), text: z.string().optional() });
 
+/** A chat message as `/tokenize {messages}` takes it (the chat route has its own, fuller one). */
 export const messageSchema = z.looseObject({
   role: z.string().min(1),
   content: z.union([z.string(), z.array(contentPart)]).nullable().optional(),
@@ -24,7 +25,7 @@ export const messageSchema = z.looseObject({
 
 const num = (min: number, max: number) => z.number().min(min).max(max).nullable().optional();
 
-/** Sampling fields accepted by completions (and chat later); null means "default". */
+/** Sampling fields accepted by completions and chat; null means "default". */
 export const samplingFields = {
   temperature: num(0, 2),
   top_p: z.number().gt(0, "must be greater than 0").max(1).nullable().optional(),
@@ -78,11 +79,11 @@ export const structuredOutputsSchema = z.looseObject({
 }).nullable().optional();
 
 export const responseFormatSchema = z.union([
-  z.strictObject({ type: z.literal("text") }),
-  z.strictObject({ type: z.literal("json_object") }),
-  z.strictObject({
+  z.looseObject({ type: z.literal("text") }),
+  z.looseObject({ type: z.literal("json_object") }),
+  z.looseObject({
     type: z.literal("json_schema"),
-    json_schema: z.strictObject({
+    json_schema: z.looseObject({
       name: z.string().optional(),
       description: z.string().optional(),
       schema: z.union([z.record(z.string(), z.unknown()), z.boolean()]),
@@ -145,5 +146,61 @@ export function requestedGrammar(
       return { error: `${where}: ${e.message}`, param: where };
     }
     throw e;
+  }
+}
+
+/** Fields both generation routes (completions and chat) share. */
+export const generationFields = {
+  model: z.string().nullable().optional(),
+  stop: z.union([z.string(), z.array(z.string()).max(16)]).nullable().optional(),
+  ignore_eos: z.boolean().optional(),
+  stream: z.boolean().nullable().optional(),
+  stream_options: z.looseObject({ include_usage: z.boolean().nullable().optional() }).nullable()
+    .optional(),
+  n: z.number().int().min(1).max(16).nullable().optional(),
+  structured_outputs: structuredOutputsSchema,
+  response_format: responseFormatSchema,
+  ...samplingFields,
+};
+
+type GenerationInput = {
+  stop?: string | string[] | null;
+  stream?: boolean | null;
+  stream_options?: unknown;
+};
+
+export function stopList(b: GenerationInput): string[] {
+  return b.stop == null ? [] : typeof b.stop === "string" ? [b.stop] : b.stop;
+}
+
+export function streamOptionsCheck(
+  b: GenerationInput,
+): { message: string; param: string } | undefined {
+  if (b.stream_options && !b.stream) {
+    return {
+      message: "`stream_options` is only allowed when `stream` is true",
+      param: "stream_options",
+    };
+  }
+  return undefined;
+}
+
+/** Interleaves several event streams, tagging each event with its stream's position. */
+export async function* merge<T>(streams: AsyncIterable<T>[]): AsyncGenerator<[number, T]> {
+  const its = streams.map((s) => s[Symbol.asyncIterator]());
+  const next = (i: number) => its[i].next().then((r) => ({ i, r }));
+  const pending = new Map(its.map((_, i) => [i, next(i)]));
+  try {
+    while (pending.size) {
+      const { i, r } = await Promise.race(pending.values());
+      if (r.done) {
+        pending.delete(i);
+        continue;
+      }
+      pending.set(i, next(i));
+      yield [i, r.value];
+    }
+  } finally {
+    for (const i of pending.keys()) await its[i].return?.();
   }
 }

@@ -5,11 +5,15 @@
 import assert from "node:assert/strict";
 import Anthropic from "@anthropic-ai/sdk";
 import {
-  anthropicPromptText,
-  anthropicReply,
-  type ReplyEvent,
-  toChatMessages,
+  anthropicConversation,
+  anthropicStopReason,
+  newBlockStream,
+  stripBillingLine,
 } from "../lib/chat/anthropic.ts";
+import { type ChatEvent, type ChatPlan, chatReply } from "../lib/chat/generation.ts";
+import { TOOL_FORMATS } from "../lib/chat/formats/mod.ts";
+import { renderConversation, toTemplateMessages } from "../lib/chat/render.ts";
+import { compileTemplate } from "../lib/chat/template.ts";
 import { type GenEvent, refusal } from "../lib/engine/scheduler.ts";
 import { newServerState } from "../lib/engine/state.ts";
 import { specialSpellings } from "../lib/engine/tokens.ts";
@@ -30,9 +34,16 @@ function script(events: GenEvent[]): { events: AsyncIterable<GenEvent>; closed: 
   return { events: gen(), closed: () => closed };
 }
 
-async function replyOf(events: AsyncIterable<GenEvent>): Promise<ReplyEvent[]> {
-  const out: ReplyEvent[] = [];
-  for await (const ev of anthropicReply(events)) out.push(ev);
+// A plan without tools or reasoning: chatReply only reads its format and tools.
+const plainPlan = {
+  format: TOOL_FORMATS.generic,
+  tools: [],
+  reasoningOpen: false,
+} as unknown as ChatPlan;
+
+async function replyOf(events: AsyncIterable<GenEvent>): Promise<ChatEvent[]> {
+  const out: ChatEvent[] = [];
+  for await (const ev of chatReply(events, plainPlan)) out.push(ev);
   return out;
 }
 
@@ -49,36 +60,29 @@ const done = (
   ...(stopString !== undefined ? { stopString } : {}),
 });
 
+const end = (ev: ChatEvent | undefined) => {
+  assert.equal(ev?.type, "end");
+  return ev as Extract<ChatEvent, { type: "end" }>;
+};
+
 Deno.test("reply: end-of-generation is end_turn, length is max_tokens, with engine counts", async () => {
-  assert.deepEqual(
-    await replyOf(script([{ type: "text", text: "Hi" }, done("stop", 3)]).events),
-    [
-      { type: "text", text: "Hi" },
-      { type: "end", stopReason: "end_turn", stopSequence: null, outputTokens: 3, cachedTokens: 4 },
-    ],
-  );
+  const evs = await replyOf(script([{ type: "text", text: "Hi" }, done("stop", 3)]).events);
+  assert.deepEqual(evs[0], { type: "text", text: "Hi" });
+  const e = end(evs.at(-1));
+  assert.equal(anthropicStopReason(e), "end_turn");
+  assert.equal(e.completionTokens, 3);
+  assert.equal(e.cachedTokens, 4);
   const long = await replyOf(script([{ type: "text", text: "a" }, done("length", 1)]).events);
-  assert.deepEqual(long.at(-1), {
-    type: "end",
-    stopReason: "max_tokens",
-    stopSequence: null,
-    outputTokens: 1,
-    cachedTokens: 4,
-  });
+  assert.equal(anthropicStopReason(end(long.at(-1))), "max_tokens");
 });
 
 Deno.test("reply: the engine's stop string becomes stop_sequence with exact counts", async () => {
   const s = script([{ type: "text", text: "abc " }, done("stop", 2, "END")]);
-  assert.deepEqual(await replyOf(s.events), [
-    { type: "text", text: "abc " },
-    {
-      type: "end",
-      stopReason: "stop_sequence",
-      stopSequence: "END",
-      outputTokens: 2,
-      cachedTokens: 4,
-    },
-  ]);
+  const evs = await replyOf(s.events);
+  const e = end(evs.at(-1));
+  assert.equal(anthropicStopReason(e), "stop_sequence");
+  assert.equal(e.stopString, "END");
+  assert.equal(e.completionTokens, 2);
   assert.ok(s.closed(), "the engine iterator was closed");
 });
 
@@ -90,26 +94,103 @@ Deno.test("reply: engine errors pass through", async () => {
 });
 
 Deno.test("conversation: system first, same-role turns merged, trailing assistant prefills", () => {
-  const { messages, prefill } = toChatMessages({
+  const { conv } = anthropicConversation({
     system: [{ type: "text", text: "Be brief." }, { type: "text", text: "Be kind." }],
     messages: [
       { role: "user", content: "Hi" },
       { role: "user", content: [{ type: "text", text: "there" }] },
-      { role: "assistant", content: "The answer is" },
+      { role: "system", content: "Mid-conversation note." },
+      { role: "user", content: "More" },
+      { role: "assistant", content: "The answer is " },
     ],
   });
-  assert.deepEqual(messages, [
+  assert.deepEqual(toTemplateMessages(conv), [
     { role: "system", content: "Be brief.\nBe kind." },
-    { role: "user", content: "Hi\n\nthere" },
+    { role: "user", content: "Hi\n\nthere\n\nMid-conversation note.\n\nMore" },
+    { role: "assistant", content: "The answer is " },
   ]);
-  assert.equal(prefill, "The answer is");
+  const t = compileTemplate(
+    "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}" +
+      "{% if add_generation_prompt %}[assistant]{% endif %}",
+  );
+  const r = renderConversation(t, TOOL_FORMATS.generic, {}, conv, {
+    addGenerationPrompt: true,
+    prefill: true,
+  });
+  assert.equal(r.prefill, "The answer is");
+  assert.ok(r.text.endsWith("[assistant]The answer is"));
   assert.throws(
     () =>
-      toChatMessages({
-        messages: [{ role: "user", content: [{ type: "image", source: {} }] }],
-      }),
-    /messages\[0\]\.content\[0\]: content block type "image" is not supported yet/,
+      toTemplateMessages(
+        anthropicConversation({
+          messages: [{ role: "user", content: [{ type: "image", source: {} }] }],
+        }).conv,
+      ),
+    /messages\[0\]\.content\[0\]: image input is not supported/,
   );
+});
+
+Deno.test("conversation: Claude Code's billing line is dropped from the system prompt", () => {
+  assert.equal(
+    stripBillingLine("x-anthropic-billing-header: cc_version=2.1.330.440; cch=abc;\nYou are"),
+    "You are",
+  );
+  const { conv } = anthropicConversation({
+    system: [
+      { type: "text", text: "x-anthropic-billing-header: cc_version=1; cch=9;" },
+      { type: "text", text: "Be brief." },
+    ],
+    messages: [{ role: "user", content: "Hi" }],
+  });
+  assert.deepEqual(conv.turns[0], { role: "system", parts: [{ type: "text", text: "Be brief." }] });
+});
+
+Deno.test("stream blocks: thinking (with signature), text, tool_use with input_json_delta", () => {
+  const b = newBlockStream();
+  const frames = [
+    ...b.push({ type: "reasoning", text: "hmm" }),
+    ...b.push({ type: "text", text: "Hi" }),
+    ...b.push({ type: "tool_call_start", index: 0, id: "call_abc", name: "f" }),
+    ...b.push({ type: "tool_call_args", index: 0, text: '{"a":' }),
+    ...b.push({ type: "tool_call_args", index: 0, text: "1}" }),
+    ...b.push({ type: "tool_call_end", index: 0, arguments: '{"a":1}' }),
+    ...b.close(),
+  ];
+  const kinds = frames.map((f) =>
+    f.event === "content_block_delta"
+      ? `delta:${(f.data.delta as { type: string }).type}`
+      : f.event === "content_block_start"
+      ? `start:${(f.data.content_block as { type: string }).type}`
+      : f.event
+  );
+  assert.deepEqual(kinds, [
+    "start:thinking",
+    "delta:thinking_delta",
+    "delta:signature_delta",
+    "content_block_stop",
+    "start:text",
+    "delta:text_delta",
+    "content_block_stop",
+    "start:tool_use",
+    "delta:input_json_delta",
+    "delta:input_json_delta",
+    "content_block_stop",
+  ]);
+  assert.deepEqual(frames.map((f) => f.data.index).filter((i) => i !== undefined), [
+    0,
+    0,
+    0,
+    0,
+    1,
+    1,
+    1,
+    2,
+    2,
+    2,
+    2,
+  ]);
+  const start = frames.find((f) => f.event === "content_block_start" && f.data.index === 2)!;
+  assert.match((start.data.content_block as { id: string }).id, /^toolu_abc/);
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -193,11 +274,14 @@ Deno.test("anthropic routes with the official SDK and raw fetch", async (t) => {
       assert.equal(msg.usage.cache_creation_input_tokens, 0);
       const count = await client.messages.countTokens({ model: "any", messages: hello });
       assert.ok(count.input_tokens > 0);
-      assert.equal(msg.usage.input_tokens, count.input_tokens);
+      assert.equal(
+        msg.usage.input_tokens + (msg.usage.cache_read_input_tokens ?? 0),
+        count.input_tokens,
+      );
     });
 
     await t.step(
-      "a repeated (cached) prompt still counts whole, equal to count_tokens",
+      "a repeated (cached) prompt counts as a cache read; the sum equals count_tokens",
       async () => {
         const msg = await client.messages.create({
           model: "m",
@@ -206,8 +290,14 @@ Deno.test("anthropic routes with the official SDK and raw fetch", async (t) => {
           ...greedy,
         });
         const { input_tokens } = await client.messages.countTokens({ model: "m", messages: hello });
-        assert.equal(msg.usage.input_tokens, input_tokens);
-        assert.equal(msg.usage.cache_read_input_tokens, 0);
+        assert.equal(
+          msg.usage.input_tokens + (msg.usage.cache_read_input_tokens ?? 0),
+          input_tokens,
+        );
+        assert.ok(
+          (msg.usage.cache_read_input_tokens ?? 0) > 0,
+          "the earlier request's prefix is reused",
+        );
       },
     );
 
@@ -255,7 +345,13 @@ Deno.test("anthropic routes with the official SDK and raw fetch", async (t) => {
       const conv = {
         messages: [...hello, { role: "assistant" as const, content: "The answer is" }],
       };
-      const text = anthropicPromptText(state.template!, specialSpellings(engine.model), conv);
+      const { text } = renderConversation(
+        state.template!,
+        TOOL_FORMATS.generic,
+        specialSpellings(engine.model),
+        anthropicConversation(conv).conv,
+        { addGenerationPrompt: true, prefill: true },
+      );
       assert.ok(
         text.endsWith("<|start_header_id|>assistant<|end_header_id|>\n\nThe answer is"),
         JSON.stringify(text.slice(-80)),
@@ -265,7 +361,7 @@ Deno.test("anthropic routes with the official SDK and raw fetch", async (t) => {
       assert.ok(prefilled.input_tokens > plain.input_tokens);
       const msg = await client.messages.create({ model: "m", max_tokens: 3, ...conv });
       assert.equal(
-        msg.usage.input_tokens,
+        msg.usage.input_tokens + (msg.usage.cache_read_input_tokens ?? 0),
         prefilled.input_tokens,
       );
       assert.equal(msg.stop_reason, "max_tokens");
@@ -291,8 +387,8 @@ Deno.test("anthropic routes with the official SDK and raw fetch", async (t) => {
       assert.ok(deltas > 0);
       assert.deepEqual(names, [
         "message_start",
-        "content_block_start",
         "ping",
+        "content_block_start",
         ...Array(deltas).fill("content_block_delta"),
         "content_block_stop",
         "message_delta",
@@ -303,7 +399,7 @@ Deno.test("anthropic routes with the official SDK and raw fetch", async (t) => {
       assert.deepEqual(start.content, []);
       assert.equal(start.stop_reason, null);
       assert.equal((start.usage as { output_tokens: number }).output_tokens, 0);
-      assert.deepEqual(frames[1].data, {
+      assert.deepEqual(frames[2].data, {
         type: "content_block_start",
         index: 0,
         content_block: { type: "text", text: "" },
@@ -336,7 +432,10 @@ Deno.test("anthropic routes with the official SDK and raw fetch", async (t) => {
       assert.equal(msg.stop_reason, "max_tokens");
       assert.equal(msg.usage.output_tokens, 12);
       const count = await client.messages.countTokens({ model: "m", messages: hello });
-      assert.equal(msg.usage.input_tokens, count.input_tokens);
+      assert.equal(
+        msg.usage.input_tokens + (msg.usage.cache_read_input_tokens ?? 0),
+        count.input_tokens,
+      );
 
       const events = await client.messages.create({
         model: "m",
@@ -362,7 +461,7 @@ Deno.test("anthropic routes with the official SDK and raw fetch", async (t) => {
       const cases: [unknown, RegExp][] = [
         [{ model: "m", messages: hello }, /max_tokens: is required/],
         [{ ...ok, max_tokens: 0 }, /max_tokens/],
-        [{ ...ok, messages: [{ role: "system", content: "x" }] }, /messages\[0\]\.role/],
+        [{ ...ok, messages: [{ role: "robot", content: "x" }] }, /messages\[0\]\.role/],
         [{ ...ok, messages: [] }, /messages/],
         [
           {
@@ -372,16 +471,16 @@ Deno.test("anthropic routes with the official SDK and raw fetch", async (t) => {
               content: [{ type: "image", source: { type: "base64", media_type: "image/png" } }],
             }],
           },
-          /content block type "image" is not supported yet/,
+          /messages\[0\]\.content\[0\]: image input is not supported/,
         ],
         [
           { ...ok, messages: [{ role: "user", content: [{ type: "tool_result", x: 1 }] }] },
-          /"tool_result" is not supported yet/,
+          /tool_use_id/,
         ],
-        [{ ...ok, frequency_penalty: 1 }, /frequency_penalty/],
         [{ ...ok, temperature: 2 }, /temperature/],
-        [{ ...ok, tools: [{ name: "f", input_schema: {} }] }, /tools: tool use is not supported/],
-        [{ ...ok, thinking: { type: "enabled", budget_tokens: 1024 } }, /thinking/],
+        [{ ...ok, tools: [{ name: "f" }] }, /tools\[0\]\.input_schema/],
+        [{ ...ok, tool_choice: { type: "tool", name: "nope" } }, /tool_choice/],
+        [{ ...ok, thinking: { type: "enabled", budget_tokens: -1 } }, /thinking/],
         [{ ...ok, system: [{ type: "image" }] }, /system\[0\]/],
         [{ ...ok, stop_sequences: [""] }, /stop_sequences/],
         [
@@ -398,12 +497,14 @@ Deno.test("anthropic routes with the official SDK and raw fetch", async (t) => {
         "invalid_request_error",
         /not valid JSON/,
       );
-      assertAnthropicError(
-        await post("/v1/messages/count_tokens", { model: "m", messages: hello, max_tokens: 3 }),
-        400,
-        "invalid_request_error",
-        /max_tokens/,
-      );
+      // A field count_tokens does not use is accepted and named, never refused.
+      const extra = await app.request("/v1/messages/count_tokens", {
+        method: "POST",
+        body: JSON.stringify({ model: "m", messages: hello, max_tokens: 3 }),
+      });
+      assert.equal(extra.status, 200);
+      assert.equal(extra.headers.get("x-hearth-ignored-fields"), "max_tokens");
+      await extra.body?.cancel();
       // The no-op forms of not-yet-supported features pass.
       const noop = await post("/v1/messages", {
         ...ok,
@@ -488,10 +589,13 @@ Deno.test("anthropic routes with the official SDK and raw fetch", async (t) => {
         body: JSON.stringify({ model: "m", messages: hello }),
       });
       const { input_tokens } = await counted.json();
+      // The scripted engine reports 10 prompt tokens, 4 of them reused: Anthropic counts the
+      // computed part as input and the reused part as a cache read.
+      assert.ok(input_tokens > 0);
       assert.deepEqual(msg.usage, {
-        input_tokens,
+        input_tokens: 6,
         cache_creation_input_tokens: 0,
-        cache_read_input_tokens: 0,
+        cache_read_input_tokens: 4,
         output_tokens: 2,
       });
       script_ = [{ type: "text", text: "par" }, { type: "error", message: "no room left" }];
@@ -505,8 +609,8 @@ Deno.test("anthropic routes with the official SDK and raw fetch", async (t) => {
       const streamed = parseFrames((await call({ stream: true })).text);
       assert.deepEqual(streamed.map((f) => f.event), [
         "message_start",
-        "content_block_start",
         "ping",
+        "content_block_start",
         "content_block_delta",
         "error",
       ]);

@@ -362,7 +362,7 @@ async function collect(events: AsyncIterable<GenEvent>): Promise<{ text: string;
   for await (const ev of events) {
     if (ev.type === "text") text += ev.text;
     else if (ev.type === "done") done = true;
-    else throw new Error(ev.message);
+    else if (ev.type === "error") throw new Error(ev.message);
   }
   return { text, done };
 }

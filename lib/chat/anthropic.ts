@@ -1,214 +1,366 @@
 /**
- * Anthropic Messages requests mapped onto the engine, with no HTTP in sight: the conversation
- * (system prompt, text blocks, a prefilled assistant turn) becomes prompt tokens through the chat
- * template, sampling fields become engine settings, and the engine's events become an Anthropic
- * reply (text, then a stop reason, stop sequence and token counts).
+ * The Anthropic Messages dialect on the shared conversation model: `system` (string or blocks,
+ * and `system`-role messages mid-conversation, as Claude Code sends them), `text`, `tool_use`,
+ * `tool_result` and `thinking` blocks, `tools` and `tool_choice` in; the reply out as content
+ * blocks (`thinking` with a signature, `text`, `tool_use`) or as the stream's
+ * `content_block_*` events (`thinking_delta` then `signature_delta`, `text_delta`,
+ * `input_json_delta`).
  *
- * Stop sequences are matched by the engine, whose `done` event names the stop string that ended
- * generation, so the token counts and the cached prefix stay exact on every stop reason.
+ * Claude Code writes a per-request billing line (`x-anthropic-billing-header: ...`) at the top
+ * of its system prompt; it is dropped here, so every request of a session shares its prefix and
+ * the engine reuses the KV cache instead of recomputing 20k tokens each turn.
  *
  * @example
  * ```ts
- * import { anthropicGenRequest, anthropicPromptIds, anthropicReply } from "./anthropic.ts";
- * const prompt = anthropicPromptIds(engine.model, template, {
- *   system: "Answer in one word.",
- *   messages: [{ role: "user", content: "Capital of France?" }],
+ * import { anthropicConversation, anthropicStopReason } from "./anthropic.ts";
+ * const { conv, ignored } = anthropicConversation({
+ *   system: "Be brief.",
+ *   messages: [{ role: "user", content: "Hi" }],
  * });
- * const events = engine.submit(anthropicGenRequest(prompt, { max_tokens: 8, temperature: 0 }));
- * for await (const ev of anthropicReply(events, ["\n"])) {
- *   if (ev.type === "text") console.log(ev.text);
- *   else if (ev.type === "end") console.log(ev.stopReason, ev.stopSequence, ev.outputTokens);
- * }
  * ```
  * @module
  */
-import type { EngineModel } from "../engine/model.ts";
-import { defaultSampling, type Sampling } from "../engine/sampling.ts";
-import type { GenEvent, GenRequest } from "../engine/scheduler.ts";
-import { specialSpellings, tokenizeText } from "../engine/tokens.ts";
-import { chatPromptText, type InputMessage, type SpecialSpellings } from "./prompt.ts";
-import type { CompiledTemplate } from "./template.ts";
+import {
+  chatInputError,
+  type Conversation,
+  type Part,
+  type ToolChoice,
+  type ToolSpec,
+  type Turn,
+} from "./conversation.ts";
+import type { ChatEvent, CollectedReply } from "./generation.ts";
 
-/** A content block as sent; only `text` blocks are understood so far. */
-export type AnthropicBlock = { type: string; text?: unknown; [k: string]: unknown };
+export type AnthropicBlock = { type: string; [k: string]: unknown };
 
 export type AnthropicMessage = {
-  role: "user" | "assistant";
+  role: string;
   content: string | AnthropicBlock[];
 };
 
-export type AnthropicConversation = {
+export type AnthropicTool = {
+  name?: unknown;
+  description?: unknown;
+  input_schema?: unknown;
+  type?: unknown;
+  [k: string]: unknown;
+};
+
+export type AnthropicInput = {
   system?: string | AnthropicBlock[];
   messages: AnthropicMessage[];
+  tools?: AnthropicTool[];
+  tool_choice?: { type: string; name?: unknown; disable_parallel_tool_use?: unknown };
 };
 
-/** Something wrong with the request itself; `param` is the dotted path of the field at fault. */
-export type AnthropicInputError = Error & { param: string };
+const BILLING_LINE = /^x-anthropic-billing-header:[^\n]*\n?/gm;
 
-export function inputError(param: string, message: string): AnthropicInputError {
-  return Object.assign(new Error(`${param}: ${message}`), { param });
+/** System text without Claude Code's per-request billing line. */
+export function stripBillingLine(text: string): string {
+  return text.replace(BILLING_LINE, "");
 }
 
-export function isInputError(e: unknown): e is AnthropicInputError {
-  return e instanceof Error && "param" in e;
-}
-
-// Separate blocks read as separate lines (as vLLM joins text parts); separate consecutive turns
-// of one role, which Anthropic merges into one turn, read as separate paragraphs.
-const BLOCK_JOIN = "\n";
-const TURN_JOIN = "\n\n";
-
-/** Joins text blocks; any other block type is refused by name. */
-export function blocksText(content: string | AnthropicBlock[], param: string): string {
-  if (typeof content === "string") return content;
-  return content.map((b, i) => {
-    if (b.type !== "text") {
-      throw inputError(
-        `${param}[${i}]`,
-        `content block type "${b.type}" is not supported yet (only "text" blocks are)`,
-      );
+function systemParts(system: AnthropicInput["system"]): Part[] {
+  if (system === undefined) return [];
+  const blocks = typeof system === "string" ? [{ type: "text", text: system }] : system;
+  return blocks.flatMap((b, i): Part[] => {
+    if (b.type !== "text" || typeof b.text !== "string") {
+      throw chatInputError(`system[${i}]`, `system blocks must be text blocks (got "${b.type}")`);
     }
-    if (typeof b.text !== "string") throw inputError(`${param}[${i}].text`, "must be a string");
-    return b.text;
-  }).join(BLOCK_JOIN);
-}
-
-/**
- * The conversation as chat-template messages (system first, consecutive turns of one role
- * merged), and the text of a trailing assistant turn, which the reply continues rather than
- * follows.
- */
-export function toChatMessages(
-  conv: AnthropicConversation,
-): { messages: InputMessage[]; prefill?: string } {
-  const messages: InputMessage[] = [];
-  const system = conv.system === undefined ? "" : blocksText(conv.system, "system");
-  if (system) messages.push({ role: "system", content: system });
-  const turns: { role: string; content: string }[] = [];
-  conv.messages.forEach((m, i) => {
-    const text = blocksText(m.content, `messages[${i}].content`);
-    const last = turns.at(-1);
-    if (last && last.role === m.role) last.content += TURN_JOIN + text;
-    else turns.push({ role: m.role, content: text });
+    const text = stripBillingLine(b.text);
+    return text.trim() ? [{ type: "text", text }] : [];
   });
-  let prefill: string | undefined;
-  if (turns.at(-1)?.role === "assistant") prefill = turns.pop()!.content;
-  messages.push(...turns);
-  return { messages, prefill };
 }
 
-/** The prompt text: the template with a generation prompt, plus any prefilled reply start. */
-export function anthropicPromptText(
-  template: CompiledTemplate,
-  special: SpecialSpellings,
-  conv: AnthropicConversation,
-): string {
-  const { messages, prefill } = toChatMessages(conv);
-  let text: string;
-  try {
-    text = chatPromptText(template, special, messages, { addGenerationPrompt: true });
-  } catch (e) {
-    // Templates refuse conversations they cannot render (`raise_exception`); that is the
-    // client's conversation at fault, not the server.
-    throw inputError("messages", `the chat template refused it: ${(e as Error).message}`);
+/** A tool_result's content: a string, or text blocks (other blocks refused by name). */
+function resultText(content: unknown, param: string): string {
+  if (content === undefined || content === null) return "";
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) {
+    throw chatInputError(param, "must be a string or an array of blocks");
   }
-  return text + (prefill ?? "");
+  return content.map((b: AnthropicBlock, i) => {
+    if (b.type === "text" && typeof b.text === "string") return b.text;
+    if (b.type === "image") {
+      throw chatInputError(`${param}[${i}]`, "image results are not supported (text only)");
+    }
+    return JSON.stringify(b);
+  }).join("\n");
 }
 
-/** Prompt token ids; the template writes BOS itself, so the tokenizer adds none. */
-export function anthropicPromptIds(
-  m: EngineModel,
-  template: CompiledTemplate,
-  conv: AnthropicConversation,
-): number[] {
-  return tokenizeText(m, anthropicPromptText(template, specialSpellings(m), conv), false);
-}
-
-export type AnthropicSamplingInput = {
-  max_tokens: number;
-  temperature?: number;
-  top_p?: number;
-  top_k?: number;
-};
-
-export function anthropicSampling(b: AnthropicSamplingInput): Sampling {
-  const d = defaultSampling();
-  return {
-    ...d,
-    temperature: b.temperature ?? d.temperature,
-    topP: b.top_p ?? d.topP,
-    topK: b.top_k ?? d.topK,
-  };
-}
-
-/** The engine request, stop sequences included. */
-export function anthropicGenRequest(
-  prompt: number[],
-  b: AnthropicSamplingInput & { stop_sequences?: string[] },
-): GenRequest {
-  return {
-    prompt: Int32Array.from(prompt),
-    maxTokens: b.max_tokens,
-    sampling: anthropicSampling(b),
-    stop: b.stop_sequences ?? [],
-    ignoreEos: false,
-  };
-}
-
-export type StopReason = "end_turn" | "max_tokens" | "stop_sequence";
-
-export type ReplyEvent =
-  | { type: "text"; text: string }
-  | {
-    type: "end";
-    stopReason: StopReason;
-    stopSequence: string | null;
-    outputTokens: number;
-    cachedTokens: number;
+function blockParts(
+  content: string | AnthropicBlock[],
+  param: string,
+  ignored: string[],
+): { parts: Part[]; results: Part[] } {
+  if (typeof content === "string") {
+    return { parts: content ? [{ type: "text", text: content }] : [], results: [] };
   }
-  | { type: "error"; message: string };
+  const parts: Part[] = [];
+  const results: Part[] = [];
+  content.forEach((b, i) => {
+    const at = `${param}[${i}]`;
+    switch (b.type) {
+      case "text":
+        if (typeof b.text !== "string") throw chatInputError(`${at}.text`, "must be a string");
+        parts.push({ type: "text", text: b.text });
+        break;
+      case "thinking":
+        if (typeof b.thinking === "string" && b.thinking) {
+          parts.push({ type: "reasoning", text: b.thinking });
+        }
+        break;
+      case "redacted_thinking":
+        break;
+      case "tool_use":
+      case "server_tool_use":
+        if (typeof b.id !== "string" || typeof b.name !== "string") {
+          throw chatInputError(at, "a tool_use block needs a string id and name");
+        }
+        parts.push({
+          type: "tool_call",
+          id: b.id,
+          name: b.name,
+          arguments: JSON.stringify(b.input ?? {}),
+        });
+        break;
+      case "tool_result":
+        if (typeof b.tool_use_id !== "string") {
+          throw chatInputError(`${at}.tool_use_id`, "must be a string");
+        }
+        results.push({
+          type: "tool_result",
+          callId: b.tool_use_id,
+          content: resultText(b.content, `${at}.content`),
+          ...(b.is_error === true ? { isError: true } : {}),
+        });
+        break;
+      case "document": {
+        const src = b.source as { type?: string; data?: unknown } | undefined;
+        if (src?.type === "text" && typeof src.data === "string") {
+          parts.push({ type: "text", text: src.data });
+          break;
+        }
+        throw chatInputError(at, "only plain-text documents are supported (source.type text)");
+      }
+      case "image":
+        throw chatInputError(at, "image input is not supported: the served model reads text only");
+      default:
+        // Blocks that carry no text for the model (web search results of a server tool, a
+        // container upload, ...): left out and named, never a 400.
+        ignored.push(`${at} (${b.type})`);
+    }
+  });
+  return { parts, results };
+}
+
+/** Custom tools become specs; server tools (`web_search_…`, `bash_…`, ...) are left out. */
+export function anthropicTools(tools: AnthropicTool[] | undefined, ignored: string[]): ToolSpec[] {
+  const out: ToolSpec[] = [];
+  (tools ?? []).forEach((t, i) => {
+    if (t.type !== undefined && t.type !== null && t.type !== "custom") {
+      ignored.push(`tools[${i}] (${String(t.type)})`);
+      return;
+    }
+    if (typeof t.name !== "string") throw chatInputError(`tools[${i}].name`, "is required");
+    const schema = t.input_schema;
+    if (typeof schema !== "object" || schema === null || Array.isArray(schema)) {
+      throw chatInputError(`tools[${i}].input_schema`, "must be a JSON Schema object");
+    }
+    out.push({
+      name: t.name,
+      ...(typeof t.description === "string" ? { description: t.description } : {}),
+      parameters: schema as Record<string, unknown>,
+    });
+  });
+  return out;
+}
+
+export function anthropicToolChoice(
+  raw: AnthropicInput["tool_choice"],
+  hasTools: boolean,
+): { choice: ToolChoice; parallel: boolean } {
+  const parallel = raw?.disable_parallel_tool_use !== true;
+  switch (raw?.type) {
+    case undefined:
+      return { choice: { type: hasTools ? "auto" : "none" }, parallel };
+    case "auto":
+    case "none":
+      return { choice: { type: raw.type }, parallel };
+    case "any":
+      return { choice: { type: "required" }, parallel };
+    case "tool":
+      if (typeof raw.name !== "string") {
+        throw chatInputError("tool_choice.name", 'is required with type "tool"');
+      }
+      return { choice: { type: "tool", name: raw.name }, parallel };
+    default:
+      throw chatInputError(
+        "tool_choice.type",
+        `"${raw?.type}" is not one of auto, any, tool, none`,
+      );
+  }
+}
+
+/** The request as the neutral conversation; `ignored` names what was left out. */
+export function anthropicConversation(
+  b: AnthropicInput,
+): { conv: Conversation; ignored: string[] } {
+  const ignored: string[] = [];
+  const tools = anthropicTools(b.tools, ignored);
+  const turns: Turn[] = [];
+  const sys = systemParts(b.system);
+  if (sys.length) turns.push({ role: "system", parts: sys });
+  b.messages.forEach((m, i) => {
+    const param = `messages[${i}].content`;
+    if (m.role === "system") {
+      const parts = systemParts(m.content);
+      if (parts.length) turns.push({ role: "system", parts });
+      return;
+    }
+    if (m.role !== "user" && m.role !== "assistant") {
+      throw chatInputError(`messages[${i}].role`, `"${m.role}" is not one of user, assistant`);
+    }
+    const { parts, results } = blockParts(m.content, param, ignored);
+    // A user turn's tool results answer the calls before it; its text comes after them.
+    if (results.length) turns.push({ role: "tool", parts: results });
+    if (parts.length || !results.length) turns.push({ role: m.role, parts });
+  });
+  const { choice, parallel } = anthropicToolChoice(b.tool_choice, tools.length > 0);
+  return { conv: { turns, tools, toolChoice: choice, parallelToolCalls: parallel }, ignored };
+}
+
+export type StopReason = "end_turn" | "max_tokens" | "stop_sequence" | "tool_use";
+
+export function anthropicStopReason(end: Extract<ChatEvent, { type: "end" }>): StopReason {
+  if (end.finishReason === "tool_calls") return "tool_use";
+  if (end.stopString !== undefined) return "stop_sequence";
+  return end.finishReason === "stop" ? "end_turn" : "max_tokens";
+}
+
+/** Anthropic ids for tool calls: `toolu_` and the call's own suffix. */
+export function toolUseId(id: string): string {
+  return id.startsWith("toolu_") ? id : `toolu_${id.replace(/^call_/, "")}`;
+}
 
 /**
- * The engine's events as an Anthropic reply: text, then one `end` (or `error`). Ending the
- * iteration early, or `signal` aborting, closes the engine's iterator, which frees the sequence;
- * after an abort nothing more is yielded.
+ * An opaque signature for a thinking block. Anthropic signs thinking so clients hand it back
+ * unchanged; here it only has to be stable and non-empty (clients check it is present).
  */
-export async function* anthropicReply(
-  events: AsyncIterable<GenEvent>,
-  signal?: AbortSignal,
-): AsyncGenerator<ReplyEvent> {
-  const it = events[Symbol.asyncIterator]();
-  // Closing the iterator on abort ends a `next()` that is still waiting, at once.
-  const onAbort = () => void it.return?.();
-  signal?.addEventListener("abort", onAbort, { once: true });
+export function thinkingSignature(text: string): string {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+  return btoa(`hearth:${(h >>> 0).toString(16)}:${text.length}`);
+}
+
+function parseInput(args: string): unknown {
   try {
-    while (!signal?.aborted) {
-      const r = await it.next();
-      if (r.done || signal?.aborted) break;
-      const ev = r.value;
-      if (ev.type === "text") yield { type: "text", text: ev.text };
-      else if (ev.type === "done") {
-        const bySequence = ev.stopString !== undefined;
-        yield {
-          type: "end",
-          stopReason: bySequence
-            ? "stop_sequence"
-            : ev.finishReason === "stop"
-            ? "end_turn"
-            : "max_tokens",
-          stopSequence: ev.stopString ?? null,
-          outputTokens: ev.completionTokens,
-          cachedTokens: ev.cachedTokens,
-        };
-        return;
-      } else {
-        yield { type: "error", message: ev.message };
-        return;
-      }
-    }
-    if (!signal?.aborted) yield { type: "error", message: "generation ended without a result" };
-  } finally {
-    signal?.removeEventListener("abort", onAbort);
-    await it.return?.();
+    return JSON.parse(args);
+  } catch {
+    return {};
   }
+}
+
+/** The content blocks of a whole reply. */
+export function anthropicContent(r: CollectedReply): Record<string, unknown>[] {
+  const blocks: Record<string, unknown>[] = [];
+  if (r.reasoning) {
+    blocks.push({
+      type: "thinking",
+      thinking: r.reasoning,
+      signature: thinkingSignature(r.reasoning),
+    });
+  }
+  if (r.text || (!r.calls.length && !r.reasoning)) blocks.push({ type: "text", text: r.text });
+  for (const c of r.calls) {
+    blocks.push({
+      type: "tool_use",
+      id: toolUseId(c.id),
+      name: c.name,
+      input: parseInput(c.arguments),
+    });
+  }
+  return blocks;
+}
+
+export type StreamFrame = { event: string; data: Record<string, unknown> };
+
+/**
+ * Content-block frames from reply events: each run of reasoning, text or one tool call is one
+ * block, opened when its first event arrives and closed when another kind starts (or at the end).
+ */
+export function newBlockStream(): {
+  push(ev: ChatEvent): StreamFrame[];
+  close(): StreamFrame[];
+} {
+  let index = -1;
+  let open: "thinking" | "text" | "tool_use" | undefined;
+  let thinking = "";
+  let any = false;
+  const stop = (): StreamFrame[] => {
+    if (!open) return [];
+    const frames: StreamFrame[] = [];
+    if (open === "thinking") {
+      frames.push({
+        event: "content_block_delta",
+        data: {
+          type: "content_block_delta",
+          index,
+          delta: { type: "signature_delta", signature: thinkingSignature(thinking) },
+        },
+      });
+    }
+    frames.push({ event: "content_block_stop", data: { type: "content_block_stop", index } });
+    open = undefined;
+    return frames;
+  };
+  const start = (block: Record<string, unknown>): StreamFrame[] => {
+    const frames = stop();
+    index++;
+    any = true;
+    open = block.type as typeof open;
+    if (open === "thinking") thinking = "";
+    frames.push({
+      event: "content_block_start",
+      data: { type: "content_block_start", index, content_block: block },
+    });
+    return frames;
+  };
+  const delta = (d: Record<string, unknown>): StreamFrame => ({
+    event: "content_block_delta",
+    data: { type: "content_block_delta", index, delta: d },
+  });
+  return {
+    push(ev) {
+      switch (ev.type) {
+        case "reasoning": {
+          if (!ev.text) return [];
+          const frames = open === "thinking"
+            ? []
+            : start({ type: "thinking", thinking: "", signature: "" });
+          thinking += ev.text;
+          frames.push(delta({ type: "thinking_delta", thinking: ev.text }));
+          return frames;
+        }
+        case "text": {
+          if (!ev.text) return [];
+          const frames = open === "text" ? [] : start({ type: "text", text: "" });
+          frames.push(delta({ type: "text_delta", text: ev.text }));
+          return frames;
+        }
+        case "tool_call_start":
+          return start({ type: "tool_use", id: toolUseId(ev.id), name: ev.name, input: {} });
+        case "tool_call_args":
+          return ev.text ? [delta({ type: "input_json_delta", partial_json: ev.text })] : [];
+        case "tool_call_end":
+          return stop();
+        default:
+          return [];
+      }
+    },
+    close() {
+      const frames = stop();
+      if (!any) frames.push(...start({ type: "text", text: "" }), ...stop());
+      return frames;
+    },
+  };
 }

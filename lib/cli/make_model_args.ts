@@ -1,6 +1,7 @@
 /**
  * Flags of `make-model`: `--preset tiny|small --out PATH [--embedding] [--dtype f32|f16|q8_0]
- * [--seed N]`, validated with Zod like the serve flags.
+ * [--seed N] [--chat-format llama3|hermes|mistral|qwen3-coder]`, validated with Zod like the serve
+ * flags.
  *
  * @example
  * ```ts
@@ -10,6 +11,7 @@
  * @module
  */
 import { z } from "zod";
+import { CHAT_FORMATS } from "../gguf/chat_formats.ts";
 
 const schema = z.strictObject({
   preset: z.enum(["tiny", "small"], "--preset must be tiny or small"),
@@ -18,6 +20,7 @@ const schema = z.strictObject({
   dtype: z.enum(["f32", "f16", "q8_0"], "--dtype must be f32, f16 or q8_0").optional(),
   seed: z.string().regex(/^\d+$/, "--seed must be a non-negative integer").transform(Number)
     .optional(),
+  chatFormat: z.enum(CHAT_FORMATS, `--chat-format must be ${CHAT_FORMATS.join(", ")}`).optional(),
 });
 
 export type MakeModelOptions = z.output<typeof schema>;
@@ -31,8 +34,12 @@ export function parseMakeModelArgs(
     const [name, inline] = arg.startsWith("--") && arg.includes("=")
       ? [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)]
       : [arg, undefined];
-    const key = name.replace(/^--/, "");
-    if (!["preset", "out", "embedding", "dtype", "seed"].includes(key) || !name.startsWith("--")) {
+    const flag = name.replace(/^--/, "");
+    const key = flag === "chat-format" ? "chatFormat" : flag;
+    if (
+      !["preset", "out", "embedding", "dtype", "seed", "chatFormat"].includes(key) ||
+      !name.startsWith("--") || flag === "chatFormat"
+    ) {
       return { ok: false, message: `make-model: unknown argument ${name}` };
     }
     if (key === "embedding") {

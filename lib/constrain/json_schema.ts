@@ -1235,3 +1235,59 @@ function mergeArrays(
   const rest = and(sx.rest, sy.rest);
   if (rest !== true) out.items = rest as Json;
 }
+
+// ---------------------------------------------------------------- schema sets
+
+/** Several schemas compiled into one grammar (a tool-call grammar has one per tool). */
+export type SchemaSet = {
+  /** The shared rule set; render it with `render(g, root)` from `gbnf.ts`. */
+  g: Grammar;
+  /**
+   * An expression (a rule reference named after `baseName`) matching JSON texts valid under the
+   * schema found at `pointer` (default `#`, the whole document) inside `schema`; `$ref`s resolve
+   * against `schema`. Throws a ConstraintError for what {@link jsonSchemaToGbnf} refuses.
+   */
+  compile(schema: unknown, baseName: string, pointer?: string): Expr;
+  /** A rule reference matching any JSON value (for schemaless parameters). */
+  anyValue(): Expr;
+};
+
+/**
+ * A {@link SchemaSet}: the standard rules (`ws`, `string`, `value`, ...) are shared, while each
+ * compiled schema gets its own `$ref` map, so `#/$defs/x` of two tools never collide.
+ *
+ * @example
+ * ```ts
+ * import { newSchemaSet } from "./json_schema.ts";
+ * import { alt, render } from "./gbnf.ts";
+ * const set = newSchemaSet();
+ * const a = set.compile({ type: "object", properties: { q: { type: "string" } } }, "search");
+ * const b = set.compile({ type: "object", properties: { n: { type: "integer" } } }, "count");
+ * render(set.g, alt(a, b));
+ * ```
+ */
+export function newSchemaSet(): SchemaSet {
+  const g = newGrammar();
+  const stdRules = new Map<string, Expr>();
+  const ctxFor = (root: unknown): Ctx => ({
+    root: root as Json,
+    g,
+    named: new Map(),
+    unguarded: [],
+    std: stdRules,
+    failed: new Map(),
+    depth: 0,
+  });
+  return {
+    g,
+    compile(schema, base, pointer = "#") {
+      const ctx = ctxFor(schema);
+      const target = pointer === "#"
+        ? { key: "#", schema: schema as Schema }
+        : resolvePointer(ctx, pointer, pointer);
+      const e = compile(ctx, target.schema, target.key);
+      return e.k === "ref" ? e : ruleRef(g, base, e);
+    },
+    anyValue: () => anyValue(ctxFor({})),
+  };
+}

@@ -5,6 +5,10 @@
  * it off the event loop, then samples each sequence that produced logits. A sequence whose
  * consumer went away is dropped before the next step and its KV cells freed.
  *
+ * Logprobs are opt-in per request (`logprobs`, `promptLogprobs`): a request without them costs
+ * nothing extra, with them each sampled token's raw-logit log-softmax is computed from the logits
+ * row already in the context, and every prompt row asks llama.cpp for logits.
+ *
  * @example
  * ```ts
  * import { createScheduler } from "./scheduler.ts";
@@ -18,6 +22,7 @@
 import {
   type Batch,
   decode,
+  logitsIth,
   memorySeqRm,
   newBatch,
   samplerFree,
@@ -27,8 +32,15 @@ import {
   tokenToPiece,
 } from "../../ffi/mod.ts";
 import { type Channel, newChannel } from "./channel.ts";
-import { freeGrammarSampler, newGrammarSampler, sampleConstrained } from "./constrained.ts";
+import {
+  freeGrammarSampler,
+  newGrammarSampler,
+  sampleConstrained,
+  type SeqGrammar,
+} from "./constrained.ts";
+import { logSoftmaxTop, type TokenLogprob, type TopTokenLogprob } from "./logprobs.ts";
 import type { EngineModel } from "./model.ts";
+import type { GrammarTriggers } from "./triggers.ts";
 import { buildSamplerChain, type Sampling } from "./sampling.ts";
 import { endText, newTextStream, pushPiece, type TextStream } from "./text_stream.ts";
 
@@ -36,6 +48,24 @@ export type GenRequest = {
   prompt: Int32Array;
   /** GBNF the output must match (structured outputs); checked with `checkGrammar` first. */
   grammar?: string;
+  /**
+   * Makes `grammar` lazy: unconstrained until a token in `tokens` is sampled or the generated
+   * text matches one of `patterns` (std::regex, searched from the start of the output; the
+   * grammar is fed from the first non-empty capture group, else the match). Check with
+   * `checkGrammar(m, grammar, grammarTriggers)` first.
+   */
+  grammarTriggers?: GrammarTriggers;
+  /**
+   * Per sampled token, a `logprobs` event with this many top alternatives (0..20); undefined:
+   * off. Also adds the sampled ids to `done.tokens`.
+   */
+  logprobs?: number;
+  /**
+   * Logprobs of each prompt token given its prefix, with this many alternatives (0..20), in
+   * `done.promptLogprobs`. Recomputes the whole prompt (no prefix reuse: reused cells have no
+   * logits).
+   */
+  promptLogprobs?: number;
   maxTokens: number;
   sampling: Sampling;
   stop: string[];
@@ -43,10 +73,17 @@ export type GenRequest = {
   signal?: AbortSignal;
 };
 
+export type { TokenLogprob, TopTokenLogprob };
+
 export type FinishReason = "stop" | "length";
+
+/** Most alternatives a request may ask for (`logprobs`, `promptLogprobs`), as OpenAI allows. */
+export const MAX_LOGPROBS = 20;
 
 export type GenEvent =
   | { type: "text"; text: string }
+  /** Pushed just before the text its token produces (which stop matching may still hold). */
+  | { type: "logprobs"; entries: TokenLogprob[] }
   | {
     type: "done";
     finishReason: FinishReason;
@@ -56,6 +93,10 @@ export type GenEvent =
     completionTokens: number;
     /** The stop string that ended generation, when one did. */
     stopString?: string;
+    /** Sampled token ids in order (end-of-generation excluded), when logprobs were asked for. */
+    tokens?: number[];
+    /** With `promptLogprobs`: one entry per prompt token, null for the first. */
+    promptLogprobs?: (TokenLogprob | null)[];
   }
   | { type: "error"; message: string };
 
@@ -96,7 +137,7 @@ type Seq = {
   req: GenRequest;
   out: Channel<GenEvent>;
   chain?: SamplerPtr;
-  grammar?: SamplerPtr;
+  grammar?: SeqGrammar;
   fed: number; // prompt tokens already in the KV cache
   pos: number; // next position
   pending: number; // sampled token not yet decoded (-1 none)
@@ -104,7 +145,18 @@ type Seq = {
   generated: number;
   cached: number;
   text: TextStream;
+  /** Sampled ids, kept only when logprobs were asked for. */
+  tokens?: number[];
+  promptLogprobs?: (TokenLogprob | null)[];
+  /** Prompt rows of this step with logits to score: batch row of prompt token `from` onwards. */
+  promptRows?: { row: number; from: number; count: number };
 };
+
+/**
+ * Prompt rows with logits per step, for `promptLogprobs`: llama.cpp keeps an output buffer of
+ * rows x vocabulary floats sized for the largest step it has seen (128 x 128k x 4 = 64 MiB).
+ */
+const PROMPT_LOGIT_ROWS = 128;
 
 export type SchedulerOptions = {
   /** Tokens per decode step (decode tokens first, prompt chunks fill the rest). */
@@ -137,6 +189,12 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
           `${m.nCtxSeq} tokens (it must leave room for at least one generated token)`,
       );
     }
+    for (const key of ["logprobs", "promptLogprobs"] as const) {
+      const n = req[key];
+      if (n !== undefined && !(Number.isInteger(n) && n >= 0 && n <= MAX_LOGPROBS)) {
+        throw refusal("invalid", `${key} must be an integer from 0 to ${MAX_LOGPROBS} (got ${n})`);
+      }
+    }
     if (waiting.length >= maxWaiting) {
       throw refusal("busy", `the queue is full (${waiting.length} requests waiting)`);
     }
@@ -151,9 +209,14 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
       generated: 0,
       cached: 0,
       text: newTextStream(req.stop),
+      ...(req.logprobs !== undefined ? { tokens: [] } : {}),
+      ...(req.promptLogprobs !== undefined
+        ? { promptLogprobs: new Array<TokenLogprob | null>(req.prompt.length).fill(null) }
+        : {}),
     };
     req.signal?.addEventListener("abort", () => wakeLoop(), { once: true });
-    if (req.maxTokens <= 0) {
+    // Scoring a prompt without generating (`echo` with max_tokens 0) still has to decode it.
+    if (req.maxTokens <= 0 && req.promptLogprobs === undefined) {
       seq.out.push(done(seq, "length"));
       seq.out.close();
       return seq.out.iterable;
@@ -171,7 +234,49 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
       promptTokens: seq.req.prompt.length,
       cachedTokens: seq.cached,
       completionTokens: seq.generated,
+      ...(seq.tokens ? { tokens: seq.tokens } : {}),
+      ...(seq.promptLogprobs ? { promptLogprobs: seq.promptLogprobs } : {}),
     };
+  }
+
+  // Pieces of tokens seen in logprobs, spelled with special tokens; filled as they come up.
+  const pieces = new Map<number, { text: string; bytes: number[] }>();
+  const lossy = new TextDecoder();
+
+  function piece(token: number): { text: string; bytes: number[] } {
+    let p = pieces.get(token);
+    if (!p) {
+      const bytes = tokenToPiece(m.llama, m.vocab, token, true);
+      p = { text: lossy.decode(bytes), bytes: Array.from(bytes) };
+      pieces.set(token, p);
+    }
+    return p;
+  }
+
+  /** The logprob entry of `token` at batch row `row` (read before the next decode). */
+  function tokenLogprob(row: number, token: number, n: number): TokenLogprob {
+    const r = logSoftmaxTop(logitsIth(m.llama, m.ctx, row, m.nVocab), token, n);
+    const entry = (t: number, logprob: number): TopTokenLogprob => {
+      const p = piece(t);
+      return { token: t, text: p.text, bytes: p.bytes.slice(), logprob };
+    };
+    return { ...entry(token, r.logprob), top: r.top.map((a) => entry(a.token, a.logprob)) };
+  }
+
+  /** Scores this step's prompt rows of sequences that asked for prompt logprobs. */
+  function scorePrompts(): void {
+    for (const seq of running) {
+      const rows = seq.promptRows;
+      if (!rows) continue;
+      seq.promptRows = undefined;
+      const { prompt, promptLogprobs: n } = seq.req;
+      for (let r = 0; r < rows.count; r++) {
+        const next = rows.from + r + 1; // row k's logits predict prompt token k + 1
+        if (next < prompt.length) {
+          seq.promptLogprobs![next] = tokenLogprob(rows.row + r, prompt[next], n!);
+        }
+      }
+    }
   }
 
   function gone(seq: Seq): boolean {
@@ -251,14 +356,16 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
           seq.req.sampling,
           seq.req.ignoreEos ? m.eogTokens : [],
         );
-        if (seq.req.grammar) seq.grammar = newGrammarSampler(m, seq.req.grammar);
+        if (seq.req.grammar) {
+          seq.grammar = newGrammarSampler(m, seq.req.grammar, seq.req.grammarTriggers);
+        }
       } catch (e) {
         fail(seq, `could not build the sampler: ${(e as Error).message}`);
         continue;
       }
       // Keep the shared prefix, but always recompute at least the last prompt token: its logits
       // are what the first sample needs.
-      let keep = Math.min(common, seq.req.prompt.length - 1);
+      let keep = seq.promptLogprobs ? 0 : Math.min(common, seq.req.prompt.length - 1);
       if (keep > 0 && !memorySeqRm(m.llama, m.mem, slot, keep, -1)) keep = 0;
       if (keep === 0) clearSlot(slot);
       slotTokens[slot].length = keep;
@@ -292,11 +399,13 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
       }
       const left = seq.req.prompt.length - seq.fed;
       if (left <= 0 || prefillBudget <= 0) continue;
-      const take = Math.min(left, prefillBudget);
+      const scored = seq.promptLogprobs !== undefined;
+      const take = Math.min(left, prefillBudget, scored ? PROMPT_LOGIT_ROWS : Infinity);
       prefillBudget -= take;
+      if (scored) seq.promptRows = { row: n, from: seq.fed, count: take };
       for (let k = 0; k < take; k++) {
         const last = seq.fed + k === seq.req.prompt.length - 1;
-        put(n, seq.req.prompt[seq.fed + k], seq.pos, seq.slot, last);
+        put(n, seq.req.prompt[seq.fed + k], seq.pos, seq.slot, last || scored);
         if (last) seq.logitIndex = n;
         n++;
         seq.pos++;
@@ -320,6 +429,10 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
     for (const seq of [...running]) {
       if (seq.logitIndex < 0) continue;
       if (gone(seq)) continue;
+      if (seq.req.maxTokens <= 0) {
+        finish(seq, "length"); // only its prompt was to be scored
+        continue;
+      }
       const token = seq.grammar
         ? sampleConstrained(m, seq.chain!, seq.grammar, seq.logitIndex, seq.req.ignoreEos)
         : samplerSample(m.llama, seq.chain!, m.ctx, seq.logitIndex);
@@ -334,6 +447,13 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
       }
       seq.generated++;
       stats.generatedTokensTotal++;
+      if (seq.tokens) {
+        seq.tokens.push(token);
+        seq.out.push({
+          type: "logprobs",
+          entries: [tokenLogprob(seq.logitIndex, token, seq.req.logprobs!)],
+        });
+      }
       const { emit, stopped, stop } = pushPiece(
         seq.text,
         tokenToPiece(m.llama, m.vocab, token, false),
@@ -380,6 +500,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
           for (const seq of [...running]) fail(seq, why);
           continue;
         }
+        scorePrompts();
         sampleAll();
       }
     } finally {

@@ -30,6 +30,8 @@ export type ServerState = {
   chatLog?: ChatLogger;
   /** CPU threads for llama.cpp contexts made after start-up (embeddings). */
   threads?: number;
+  /** Where stored state lives (`--data-dir`): stored Responses API responses, logs. */
+  dataDir?: string;
   /** Event-channel counters for /metrics (set when the app mounts the channel). */
   channel?: () => ChannelCounters;
 };

@@ -47,6 +47,7 @@ import {
   tensorByteSize,
 } from "./types.ts";
 import { type TensorSpec, writeGguf } from "./writer.ts";
+import { applyChatFormat, CHAT_FORMATS, type ChatFormatName } from "./chat_formats.ts";
 
 /** Names of the built-in presets. */
 export type PresetName = "tiny" | "small";
@@ -118,6 +119,11 @@ export type MakeModelOptions = {
   seed?: number;
   /** `general.name`; defaults to `hearth-<preset>` (plus `-embed` for embedding models). */
   name?: string;
+  /**
+   * A tool-calling family's chat template and marker tokens (see `chat_formats.ts`); without it
+   * the model has the plain Llama-3 template.
+   */
+  chatFormat?: ChatFormatName;
 };
 
 /** What {@linkcode makeModel} wrote. */
@@ -211,11 +217,13 @@ export function loadLlamaBpeVocab(): Promise<[string, GgufKv][]> {
 /** All metadata of a generated model, in file order. */
 export async function modelMetadata(
   preset: ModelPreset,
-  opts: { dtype?: ModelDtype; embedding?: boolean; name?: string } = {},
+  opts: { dtype?: ModelDtype; embedding?: boolean; name?: string; chatFormat?: ChatFormatName } =
+    {},
 ): Promise<Map<string, GgufKv>> {
   const dtype = opts.dtype ?? preset.dtype;
   const vocab = await loadLlamaBpeVocab();
   const tokenizer = new Map(vocab);
+  if (opts.chatFormat) applyChatFormat(tokenizer, opts.chatFormat);
   const tokens = tokenizer.get("tokenizer.ggml.tokens");
   if (tokens?.type !== GgufType.ARRAY || tokens.itemType !== GgufType.STRING) {
     throw new Error("bundled vocab has no tokenizer.ggml.tokens string array");
@@ -235,7 +243,12 @@ export async function modelMetadata(
     ["general.architecture", kvString("llama")],
     [
       "general.name",
-      kvString(opts.name ?? `hearth-${preset.name}${opts.embedding ? "-embed" : ""}`),
+      kvString(
+        opts.name ??
+          `hearth-${preset.name}${opts.chatFormat ? `-${opts.chatFormat}` : ""}${
+            opts.embedding ? "-embed" : ""
+          }`,
+      ),
     ],
     ["general.file_type", kvU32(DTYPE_FILE_TYPE[dtype])],
     ["general.alignment", kvU32(32)],
@@ -303,6 +316,11 @@ export async function makeModel(opts: MakeModelOptions): Promise<MakeModelResult
   const dtype = opts.dtype ?? preset.dtype;
   if (!Object.hasOwn(DTYPE_GGML, dtype)) {
     throw new Error(`unknown dtype "${dtype}" (f32, f16 or q8_0)`);
+  }
+  if (
+    opts.chatFormat !== undefined && !(CHAT_FORMATS as readonly string[]).includes(opts.chatFormat)
+  ) {
+    throw new Error(`unknown chat format "${opts.chatFormat}" (${CHAT_FORMATS.join(", ")})`);
   }
   const seed = opts.seed ?? DEFAULT_SEED;
   const metadata = await modelMetadata(preset, { ...opts, dtype });

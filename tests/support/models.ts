@@ -19,3 +19,48 @@ export function testDataDir(): string {
 export function tinyModelPath(): Promise<string> {
   return ensureDemoModel(testDataDir());
 }
+
+/** The tiny preset with a tool-calling family's template and markers, written once per machine. */
+export async function chatFormatModelPath(
+  format: "llama3" | "hermes" | "mistral" | "qwen3-coder",
+): Promise<string> {
+  const { makeModel } = await import("../../lib/gguf/mod.ts");
+  const dir = `${testDataDir()}/models`;
+  // Named after the bytes of what defines the format (templates, marker tokens), so an edit
+  // there never reuses a stale model.
+  const path = `${dir}/hearth-tiny-${format}-${await formatSourcesHash()}.gguf`;
+  try {
+    await Deno.stat(path);
+    return path;
+  } catch {
+    // first use
+  }
+  await Deno.mkdir(dir, { recursive: true });
+  const tmp = `${path}.${Deno.pid}.${crypto.randomUUID().slice(0, 8)}.tmp`;
+  try {
+    await makeModel({ preset: "tiny", out: tmp, chatFormat: format });
+    await Deno.rename(tmp, path);
+  } catch (e) {
+    await Deno.remove(tmp).catch(() => {});
+    throw e;
+  }
+  return path;
+}
+
+async function formatSourcesHash(): Promise<string> {
+  const gguf = new URL("../../lib/gguf/", import.meta.url);
+  const files = [new URL("chat_formats.ts", gguf)];
+  for await (const e of Deno.readDir(new URL("chat_templates/", gguf))) {
+    if (e.isFile) files.push(new URL(`chat_templates/${e.name}`, gguf));
+  }
+  files.sort((a, b) => a.href.localeCompare(b.href));
+  const parts = await Promise.all(files.map((f) => Deno.readFile(f)));
+  const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    all.set(p, at);
+    at += p.length;
+  }
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", all));
+  return [...digest.slice(0, 6)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}

@@ -1,0 +1,102 @@
+/**
+ * The one conversation model the three chat dialects (OpenAI Chat Completions, Anthropic
+ * Messages, OpenAI Responses) are mapped onto: turns with a role and typed parts, the tools the
+ * model may call, and how it may call them. Each dialect adapter translates its wire shape into
+ * this and the generated reply back out of it; rendering, tool formats and output parsing only
+ * ever see this model.
+ *
+ * @example
+ * ```ts
+ * import type { Conversation } from "./conversation.ts";
+ * const conv: Conversation = {
+ *   turns: [
+ *     { role: "system", parts: [{ type: "text", text: "Be brief." }] },
+ *     { role: "user", parts: [{ type: "text", text: "Weather in Paris?" }] },
+ *     { role: "assistant", parts: [{ type: "tool_call", id: "call_1", name: "weather",
+ *       arguments: '{"city":"Paris"}' }] },
+ *     { role: "tool", parts: [{ type: "tool_result", callId: "call_1", name: "weather",
+ *       content: "18C, sunny" }] },
+ *   ],
+ *   tools: [{ name: "weather", description: "Current weather", parameters: {
+ *     type: "object", properties: { city: { type: "string" } }, required: ["city"] } }],
+ *   toolChoice: { type: "auto" },
+ *   parallelToolCalls: true,
+ * };
+ * ```
+ * @module
+ */
+
+export type Role = "system" | "developer" | "user" | "assistant" | "tool";
+
+export type TextPart = { type: "text"; text: string };
+/** Reasoning the model wrote before its answer (`<think>`, Anthropic `thinking`, Responses `reasoning`). */
+export type ReasoningPart = { type: "reasoning"; text: string };
+/** A call the assistant made; `arguments` is JSON text, as every dialect carries it. */
+export type ToolCallPart = { type: "tool_call"; id: string; name: string; arguments: string };
+/** What a tool returned for a call; `name` is filled in from the call when the dialect omits it. */
+export type ToolResultPart = {
+  type: "tool_result";
+  callId: string;
+  name?: string;
+  content: string;
+  isError?: boolean;
+};
+/** An image the client sent; the served models read no images, so adapters refuse these. */
+export type ImagePart = { type: "image"; source: string };
+
+export type Part = TextPart | ReasoningPart | ToolCallPart | ToolResultPart | ImagePart;
+
+export type Turn = { role: Role; parts: Part[] };
+
+/** A function the model may call; `parameters` is its JSON Schema (an object schema). */
+export type ToolSpec = {
+  name: string;
+  description?: string;
+  parameters: Record<string, unknown>;
+};
+
+/**
+ * `auto`: the model decides; `none`: no calls (tools still rendered, as OpenAI does);
+ * `required`: at least one call (Anthropic `any`); `tool`: exactly the named function.
+ */
+export type ToolChoice =
+  | { type: "auto" }
+  | { type: "none" }
+  | { type: "required" }
+  | { type: "tool"; name: string };
+
+export type Conversation = {
+  turns: Turn[];
+  tools: ToolSpec[];
+  toolChoice: ToolChoice;
+  parallelToolCalls: boolean;
+};
+
+/** What the model produced, in order, for a dialect to shape (streamed or whole). */
+export type ReplyEvent =
+  | { type: "reasoning"; text: string }
+  | { type: "text"; text: string }
+  | { type: "tool_call_start"; index: number; id: string; name: string }
+  | { type: "tool_call_args"; index: number; text: string }
+  | { type: "tool_call_end"; index: number; arguments: string };
+
+/** A request that cannot be rendered as given; `param` is the wire field at fault. */
+export type ChatInputError = Error & { param: string; chatInput: true };
+
+export function chatInputError(param: string, message: string): ChatInputError {
+  return Object.assign(new Error(`${param}: ${message}`), { param, chatInput: true as const });
+}
+
+export function isChatInputError(e: unknown): e is ChatInputError {
+  return e instanceof Error && (e as Partial<ChatInputError>).chatInput === true;
+}
+
+/** A fresh id for a tool call, in the dialect's style (`call_…`, `toolu_…`). */
+export function newCallId(prefix = "call_"): string {
+  return prefix + crypto.randomUUID().replaceAll("-", "").slice(0, 24);
+}
+
+/** Plain text of a list of parts (text parts only), joined as the template expects. */
+export function partsText(parts: Part[], join = "\n"): string {
+  return parts.filter((p): p is TextPart => p.type === "text").map((p) => p.text).join(join);
+}

@@ -1,0 +1,24 @@
+/**
+ * Which tool-call family a chat template speaks, read from the markers its source mentions (the
+ * way llama.cpp's `common/chat` picks a parser): `<function=` is Qwen3-Coder XML, `<tool_call>`
+ * Hermes / Qwen JSON, `[TOOL_CALLS]` Mistral, `<|python_tag|>` (or an `ipython` role with
+ * `"parameters"`) Llama 3.x; anything else gets the generic fallback.
+ *
+ * @example
+ * ```ts
+ * import { detectToolFamily } from "./detect.ts";
+ * detectToolFamily("...<tool_call>\n{{ tool_call | tojson }}\n</tool_call>..."); // "hermes"
+ * detectToolFamily("{% for m in messages %}{{ m.content }}{% endfor %}"); // "generic"
+ * ```
+ * @module
+ */
+import type { ToolFamily } from "./types.ts";
+
+export function detectToolFamily(templateSource: string): ToolFamily {
+  const has = (s: string) => templateSource.includes(s);
+  if (has("<function=")) return "qwen3-coder";
+  if (has("<tool_call>")) return "hermes";
+  if (has("[TOOL_CALLS]")) return "mistral";
+  if (has("<|python_tag|>") || (has("ipython") && has('"parameters"'))) return "llama3";
+  return "generic";
+}

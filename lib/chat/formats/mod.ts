@@ -1,0 +1,50 @@
+/**
+ * Tool-call formats of the model families Hearth serves: detect the family from the chat
+ * template, then use its {@link ToolFormat} to build the call grammar and its lazy triggers and
+ * to parse the model's streamed output into reply events.
+ *
+ * @example
+ * ```ts
+ * import { detectToolFormat } from "./mod.ts";
+ * const f = detectToolFormat(templateSource);
+ * const tools = [{ name: "weather", parameters: { type: "object",
+ *   properties: { city: { type: "string" } }, required: ["city"] } }];
+ * const gbnf = f.callGrammar(tools, { parallel: true }); // armed lazily by f.triggers
+ * const parser = f.newParser(tools);
+ * const events = [...parser.push(outputText), ...parser.end()];
+ * ```
+ * @module
+ */
+import { endsInsideReasoning } from "../reasoning.ts";
+import { detectToolFamily } from "./detect.ts";
+import { genericFormat } from "./generic.ts";
+import { hermesFormat } from "./hermes.ts";
+import { llama3Format } from "./llama3.ts";
+import { mistralFormat } from "./mistral.ts";
+import { qwen3CoderFormat } from "./qwen3_coder.ts";
+import type { ToolFamily, ToolFormat } from "./types.ts";
+
+export type { OutputParser, ToolFamily, ToolFormat, Triggers } from "./types.ts";
+export { detectToolFamily } from "./detect.ts";
+export { toolListPrompt } from "./generic.ts";
+
+export const TOOL_FORMATS: Readonly<Record<ToolFamily, ToolFormat>> = {
+  llama3: llama3Format,
+  hermes: hermesFormat,
+  mistral: mistralFormat,
+  "qwen3-coder": qwen3CoderFormat,
+  generic: genericFormat,
+};
+
+/** The format of the family whose markers `templateSource` mentions (generic when none). */
+export function detectToolFormat(templateSource: string): ToolFormat {
+  return TOOL_FORMATS[detectToolFamily(templateSource)];
+}
+
+/**
+ * Whether the reply to `prompt` starts inside the family's reasoning block (the generation
+ * prompt opened `<think>` and did not close it), so the reasoning splitter starts `open`.
+ */
+export function startsInReasoning(f: ToolFormat, prompt: string): boolean {
+  return f.reasoning !== undefined && endsInsideReasoning(prompt, f.reasoning);
+}

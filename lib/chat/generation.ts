@@ -1,0 +1,361 @@
+/**
+ * One chat turn through the engine, for every dialect: the conversation is rendered and
+ * tokenized, the tool-call grammar chosen (armed lazily at the family's call marker for
+ * `auto`, from the first token when a call is required), and the engine's text is split into
+ * reasoning, answer text and tool calls by the family's parser while it streams.
+ *
+ * @example
+ * ```ts
+ * import { chatReply, planChat } from "./generation.ts";
+ * const plan = planChat(engine.model, template, conv, { sampling, stop: [], ignoreEos: false },
+ *   { addGenerationPrompt: true });
+ * for await (const ev of chatReply(engine.submit(plan.req), plan)) {
+ *   if (ev.type === "text") console.log(ev.text);
+ *   if (ev.type === "tool_call_end") console.log(ev.arguments);
+ * }
+ * ```
+ * @module
+ */
+import { compileConstraint, isConstraintError } from "../constrain/mod.ts";
+import { checkGrammar } from "../engine/constrained.ts";
+import type { EngineModel } from "../engine/model.ts";
+import type { Sampling } from "../engine/sampling.ts";
+import type { GenEvent, GenRequest } from "../engine/scheduler.ts";
+import { specialSpellings, tokenizeText } from "../engine/tokens.ts";
+import {
+  chatInputError,
+  type Conversation,
+  type ReplyEvent,
+  type ToolSpec,
+} from "./conversation.ts";
+import { detectToolFormat, type ToolFormat } from "./formats/mod.ts";
+import { endsInsideReasoning, newReasoningSplitter } from "./reasoning.ts";
+import { renderConversation, type RenderOptions } from "./render.ts";
+import type { CompiledTemplate } from "./template.ts";
+
+export type ChatGenOptions = {
+  /** Output cap; clamped to what the context leaves (undefined: all of it). */
+  maxTokens?: number;
+  sampling: Sampling;
+  stop: string[];
+  ignoreEos: boolean;
+  /** A response-format grammar (JSON Schema, json_object, ...) for the answer text. */
+  grammar?: string;
+  /** The wire field that asked for `grammar`, for error messages. */
+  grammarParam?: string;
+  logprobs?: number;
+};
+
+export type ChatPlan = {
+  prompt: number[];
+  req: GenRequest;
+  format: ToolFormat;
+  /** The generation prompt left a reasoning block open (the reply starts inside it). */
+  reasoningOpen: boolean;
+  tools: ToolSpec[];
+  model: EngineModel;
+  /** Text of an Anthropic-style prefill the reply continues. */
+  prefill?: string;
+};
+
+const formats = new WeakMap<CompiledTemplate, ToolFormat>();
+
+/** The tool-call family of a template, detected once per template. */
+export function toolFormatOf(template: CompiledTemplate): ToolFormat {
+  let f = formats.get(template);
+  if (!f) {
+    f = detectToolFormat(template.source);
+    formats.set(template, f);
+  }
+  return f;
+}
+
+/**
+ * Checks tool definitions and makes their schemas compilable: a bad name, a duplicate or a schema
+ * that is not an object is refused (`param(i)` names the wire field). A valid schema that uses a
+ * keyword the grammar compiler cannot enforce (`uniqueItems`, `not`, ...) is not the client's
+ * fault: that keyword is dropped from the grammar (the arguments are then constrained a little
+ * less than the schema says) and named in the returned notes, never a 400.
+ */
+export function checkTools(
+  tools: ToolSpec[],
+  param: (i: number) => string,
+  schemaKey = "parameters",
+): { tools: ToolSpec[]; notes: string[] } {
+  const seen = new Set<string>();
+  const notes: string[] = [];
+  const out = tools.map((t, i) => {
+    if (!/^[A-Za-z0-9_.:-]{1,128}$/.test(t.name)) {
+      throw chatInputError(
+        `${param(i)}.name`,
+        `tool name "${t.name}" must be 1-128 characters of letters, digits, _ . : -`,
+      );
+    }
+    if (seen.has(t.name)) throw chatInputError(`${param(i)}.name`, `duplicate tool "${t.name}"`);
+    seen.add(t.name);
+    const s = t.parameters;
+    if (typeof s !== "object" || s === null || Array.isArray(s)) {
+      throw chatInputError(`${param(i)}.${schemaKey}`, "must be a JSON Schema object");
+    }
+    let schema: Record<string, unknown> = s;
+    for (let tries = 0;; tries++) {
+      try {
+        compileConstraint({ json: schema });
+        return schema === s ? t : { ...t, parameters: schema };
+      } catch (e) {
+        if (!isConstraintError(e)) throw e;
+        const relaxed = tries < 32 && e.path ? withoutKeyword(schema, e.path) : undefined;
+        if (!relaxed) {
+          throw chatInputError(`${param(i)}.${schemaKey}`, `tool "${t.name}": ${e.message}`);
+        }
+        notes.push(`${param(i)}.${schemaKey}${e.path!.slice(1)} (not enforced)`);
+        schema = relaxed;
+      }
+    }
+  });
+  return { tools: out, notes };
+}
+
+/** A copy of `schema` without the keyword at JSON pointer `path` (`#/a/b`), if it is there. */
+function withoutKeyword(
+  schema: Record<string, unknown>,
+  path: string,
+): Record<string, unknown> | undefined {
+  const keys = path.replace(/^#\/?/, "").split("/").filter((k) => k !== "")
+    .map((k) => k.replace(/~1/g, "/").replace(/~0/g, "~"));
+  if (!keys.length) return undefined;
+  const copy = structuredClone(schema);
+  let node: unknown = copy;
+  for (const k of keys.slice(0, -1)) {
+    if (typeof node !== "object" || node === null) return undefined;
+    node = (node as Record<string, unknown>)[k];
+  }
+  const last = keys.at(-1)!;
+  if (typeof node !== "object" || node === null || !Object.hasOwn(node, last)) return undefined;
+  delete (node as Record<string, unknown>)[last];
+  return copy;
+}
+
+function triggerTokens(m: EngineModel, spellings: string[]): number[] {
+  const ids: number[] = [];
+  for (const s of spellings) {
+    const t = tokenizeText(m, s, false);
+    if (t.length === 1) ids.push(t[0]);
+  }
+  return ids;
+}
+
+/** Renders, tokenizes and picks the grammar; throws a ChatInputError for the client's mistakes. */
+export function planChat(
+  m: EngineModel,
+  template: CompiledTemplate,
+  conv: Conversation,
+  opts: ChatGenOptions,
+  render: RenderOptions & { prefill?: boolean },
+): ChatPlan {
+  const format = toolFormatOf(template);
+  const choice = conv.toolChoice;
+  if (choice.type === "tool" && !conv.tools.some((t) => t.name === choice.name)) {
+    throw chatInputError("tool_choice", `names "${choice.name}", which is not among the tools`);
+  }
+  const active = conv.tools.length > 0 && choice.type !== "none";
+  if ((choice.type === "required" || choice.type === "tool") && conv.tools.length === 0) {
+    throw chatInputError("tool_choice", `"${choice.type}" needs at least one tool`);
+  }
+  const rendered = renderConversation(template, format, specialSpellings(m), conv, render);
+  const prompt = tokenizeText(m, rendered.text, false);
+
+  let grammar = opts.grammar;
+  let grammarTriggers: GenRequest["grammarTriggers"];
+  if (active) {
+    if (opts.grammar !== undefined) {
+      throw chatInputError(
+        opts.grammarParam ?? "response_format",
+        "a structured output format cannot be combined with tools; send tool_choice none " +
+          "or leave the format out",
+      );
+    }
+    const tools = choice.type === "tool"
+      ? conv.tools.filter((t) => t.name === choice.name)
+      : conv.tools;
+    const parallel = conv.parallelToolCalls && choice.type !== "tool";
+    try {
+      grammar = format.callGrammar(tools, { parallel });
+    } catch (e) {
+      if (isConstraintError(e)) throw chatInputError("tools", e.message);
+      throw e;
+    }
+    if (choice.type === "auto") {
+      grammarTriggers = {
+        patterns: format.triggers.patterns,
+        tokens: triggerTokens(m, format.triggers.tokens),
+      };
+    }
+  }
+  if (grammar !== undefined) {
+    const why = checkGrammar(m, grammar, grammarTriggers);
+    if (why) {
+      throw chatInputError(
+        active ? "tools" : opts.grammarParam ?? "response_format",
+        why,
+      );
+    }
+  }
+  const room = Math.max(1, m.nCtxSeq - prompt.length);
+  const maxTokens = Math.min(opts.maxTokens ?? room, room);
+  const reasoningOpen = format.reasoning
+    ? endsInsideReasoning(rendered.text, format.reasoning)
+    : false;
+  return {
+    prompt,
+    format,
+    reasoningOpen,
+    tools: conv.tools,
+    model: m,
+    prefill: rendered.prefill,
+    req: {
+      prompt: Int32Array.from(prompt),
+      grammar,
+      ...(grammarTriggers ? { grammarTriggers } : {}),
+      maxTokens,
+      sampling: opts.sampling,
+      stop: opts.stop,
+      ignoreEos: opts.ignoreEos,
+      ...(opts.logprobs !== undefined ? { logprobs: opts.logprobs } : {}),
+    },
+  };
+}
+
+export type ChatFinish = "stop" | "length" | "tool_calls";
+
+export type TokenLogprobs = Extract<GenEvent, { type: "logprobs" }>["entries"];
+
+export type ChatEvent =
+  | ReplyEvent
+  | { type: "logprobs"; entries: TokenLogprobs }
+  | {
+    type: "end";
+    finishReason: ChatFinish;
+    /** The stop string that ended generation, when one did. */
+    stopString?: string;
+    promptTokens: number;
+    cachedTokens: number;
+    completionTokens: number;
+    reasoningTokens: number;
+  }
+  | { type: "error"; message: string };
+
+/**
+ * The engine's events as a chat reply: reasoning, text and tool calls in order, then `end` (or
+ * `error`). Ending the iteration early, or `signal` aborting, closes the engine's iterator,
+ * which frees the sequence.
+ */
+export async function* chatReply(
+  events: AsyncIterable<GenEvent>,
+  plan: ChatPlan,
+  signal?: AbortSignal,
+): AsyncGenerator<ChatEvent> {
+  const it = events[Symbol.asyncIterator]();
+  const onAbort = () => void it.return?.();
+  signal?.addEventListener("abort", onAbort, { once: true });
+  const reasoning = plan.format.reasoning
+    ? newReasoningSplitter({ ...plan.format.reasoning, open: plan.reasoningOpen })
+    : undefined;
+  const parser = plan.format.newParser(plan.tools);
+  let calls = 0;
+  let reasoningText = "";
+  function* route(pieces: ({ type: "reasoning" | "text"; text: string })[]) {
+    for (const p of pieces) {
+      if (p.type === "reasoning") {
+        reasoningText += p.text;
+        yield p as ReplyEvent;
+      } else yield* parser.push(p.text);
+    }
+  }
+  function* count(evs: Iterable<ReplyEvent>) {
+    for (const ev of evs) {
+      if (ev.type === "tool_call_end") calls++;
+      yield ev;
+    }
+  }
+  try {
+    while (!signal?.aborted) {
+      const r = await it.next();
+      if (r.done || signal?.aborted) break;
+      const ev = r.value;
+      if (ev.type === "text") {
+        const pieces = reasoning
+          ? reasoning.push(ev.text)
+          : [{ type: "text" as const, text: ev.text }];
+        yield* count(route(pieces));
+      } else if (ev.type === "logprobs") {
+        yield { type: "logprobs", entries: ev.entries };
+      } else if (ev.type === "done") {
+        if (reasoning) yield* count(route(reasoning.end()));
+        yield* count(parser.end());
+        yield {
+          type: "end",
+          finishReason: calls > 0 ? "tool_calls" : ev.finishReason,
+          ...(ev.stopString !== undefined ? { stopString: ev.stopString } : {}),
+          promptTokens: ev.promptTokens,
+          cachedTokens: ev.cachedTokens,
+          completionTokens: ev.completionTokens,
+          reasoningTokens: reasoningText
+            ? tokenizeText(plan.model, reasoningText, false).length
+            : 0,
+        };
+        return;
+      } else {
+        yield { type: "error", message: ev.message };
+        return;
+      }
+    }
+    if (!signal?.aborted) yield { type: "error", message: "generation ended without a result" };
+  } finally {
+    signal?.removeEventListener("abort", onAbort);
+    await it.return?.();
+  }
+}
+
+/** A whole reply gathered from its events (for non-streaming responses). */
+export type CollectedReply = {
+  reasoning: string;
+  text: string;
+  calls: { id: string; name: string; arguments: string }[];
+  logprobs: TokenLogprobs;
+  end?: Extract<ChatEvent, { type: "end" }>;
+  error?: string;
+};
+
+export async function collectReply(events: AsyncIterable<ChatEvent>): Promise<CollectedReply> {
+  const out: CollectedReply = { reasoning: "", text: "", calls: [], logprobs: [] };
+  const open = new Map<number, { id: string; name: string; arguments: string }>();
+  for await (const ev of events) {
+    switch (ev.type) {
+      case "reasoning":
+        out.reasoning += ev.text;
+        break;
+      case "text":
+        out.text += ev.text;
+        break;
+      case "tool_call_start":
+        open.set(ev.index, { id: ev.id, name: ev.name, arguments: "" });
+        break;
+      case "tool_call_end": {
+        const c = open.get(ev.index);
+        if (c) out.calls.push({ ...c, arguments: ev.arguments });
+        break;
+      }
+      case "logprobs":
+        out.logprobs.push(...ev.entries);
+        break;
+      case "end":
+        out.end = ev;
+        break;
+      case "error":
+        out.error = ev.message;
+        break;
+    }
+  }
+  return out;
+}

@@ -1,0 +1,208 @@
+/**
+ * The neutral conversation rendered to prompt text by the model's own Jinja template: turns
+ * become Hugging Face-style messages (assistant `tool_calls` with parsed `arguments`, `tool`
+ * messages with `tool_call_id`, `reasoning_content`), the tools are passed as `tools` so the
+ * template writes them the way the model was trained on, and templates that know no tools get
+ * the family's instruction block in the system message instead.
+ *
+ * System and developer turns after the first user turn (Claude Code sends them mid-conversation)
+ * are folded into the next user turn, since most templates accept a system message only first;
+ * folding keeps everything before them byte-identical, so the cached prefix still matches.
+ *
+ * @example
+ * ```ts
+ * import { renderConversation } from "./render.ts";
+ * const { text } = renderConversation(template, format, { bos: "<s>" }, conv, {
+ *   addGenerationPrompt: true,
+ * });
+ * ```
+ * @module
+ */
+import {
+  chatInputError,
+  type Conversation,
+  type Part,
+  type ToolSpec,
+  type Turn,
+} from "./conversation.ts";
+import type { ToolFormat } from "./formats/mod.ts";
+import { type ChatMessage, type CompiledTemplate, renderChat } from "./template.ts";
+import type { SpecialSpellings } from "./prompt.ts";
+
+export type RenderOptions = {
+  addGenerationPrompt: boolean;
+  /** Extra template variables (`reasoning_effort`, `enable_thinking`, `chat_template_kwargs`). */
+  extra?: Record<string, unknown>;
+};
+
+export type Rendered = {
+  /** The prompt text, prefilled assistant text included. */
+  text: string;
+  /** Text of a trailing assistant turn the reply continues (Anthropic prefill). */
+  prefill?: string;
+};
+
+const TURN_JOIN = "\n\n";
+
+/** Tools as the OpenAI-style list templates iterate over. */
+export function templateTools(tools: ToolSpec[]): unknown[] {
+  return tools.map((t) => ({
+    type: "function",
+    function: {
+      name: t.name,
+      ...(t.description !== undefined ? { description: t.description } : {}),
+      parameters: t.parameters,
+    },
+  }));
+}
+
+function parseArguments(text: string): unknown {
+  try {
+    const v = JSON.parse(text);
+    return typeof v === "object" && v !== null && !Array.isArray(v) ? v : text;
+  } catch {
+    return text;
+  }
+}
+
+function text(parts: Part[]): string {
+  return parts.filter((p) => p.type === "text").map((p) => (p as { text: string }).text).join(
+    "\n",
+  );
+}
+
+/**
+ * Turns to template messages: leading system/developer turns merged into one system message,
+ * later ones folded into the user turn that follows, consecutive user turns merged, and every
+ * tool result its own `tool` message (named after the call it answers).
+ */
+export function toTemplateMessages(conv: Conversation, systemExtra = ""): ChatMessage[] {
+  const out: ChatMessage[] = [];
+  const callNames = new Map<string, string>();
+  let system: string[] = [];
+  let seenOther = false;
+  let pendingNote: string[] = [];
+  for (const [i, turn] of conv.turns.entries()) {
+    for (const p of turn.parts) {
+      if (p.type === "image") {
+        throw chatInputError(
+          `messages[${i}]`,
+          "image input is not supported: the served model reads text only",
+        );
+      }
+    }
+    if (turn.role === "system" || turn.role === "developer") {
+      const t = text(turn.parts);
+      if (!seenOther) system.push(t);
+      else if (t) pendingNote.push(t);
+      continue;
+    }
+    seenOther = true;
+    if (turn.role === "user") {
+      const t = [...pendingNote, text(turn.parts)].filter((s) => s !== "").join(TURN_JOIN);
+      pendingNote = [];
+      const last = out.at(-1);
+      if (last?.role === "user" && typeof last.content === "string") {
+        last.content += TURN_JOIN + t;
+      } else out.push({ role: "user", content: t });
+      continue;
+    }
+    if (turn.role === "tool") {
+      for (const p of turn.parts) {
+        if (p.type !== "tool_result") continue;
+        const name = p.name ?? callNames.get(p.callId) ?? "";
+        out.push({
+          role: "tool",
+          tool_call_id: p.callId,
+          name,
+          content: p.isError ? `Error: ${p.content}` : p.content,
+        });
+      }
+      continue;
+    }
+    // assistant
+    if (pendingNote.length) {
+      out.push({ role: "user", content: pendingNote.join(TURN_JOIN) });
+      pendingNote = [];
+    }
+    const calls = turn.parts.filter((p) => p.type === "tool_call");
+    const reasoning = turn.parts.filter((p) => p.type === "reasoning")
+      .map((p) => (p as { text: string }).text).join("\n");
+    for (const c of calls) callNames.set(c.id, c.name);
+    const msg: ChatMessage = { role: "assistant", content: text(turn.parts) };
+    if (reasoning) msg.reasoning_content = reasoning;
+    if (calls.length) {
+      msg.tool_calls = calls.map((c) => ({
+        id: c.id,
+        type: "function",
+        function: { name: c.name, arguments: parseArguments(c.arguments) },
+      }));
+    }
+    const last = out.at(-1);
+    if (
+      last?.role === "assistant" && !last.tool_calls && !msg.tool_calls && !msg.reasoning_content
+    ) {
+      last.content += TURN_JOIN + (msg.content ?? "");
+    } else out.push(msg);
+  }
+  if (pendingNote.length) out.push({ role: "user", content: pendingNote.join(TURN_JOIN) });
+  if (systemExtra) system = [...system.filter((s) => s !== ""), systemExtra];
+  const sys = system.filter((s) => s !== "").join(TURN_JOIN);
+  if (sys) out.unshift({ role: "system", content: sys });
+  return out;
+}
+
+/**
+ * Renders the conversation to the prompt text. A trailing assistant turn without tool calls is
+ * a prefill when `prefill` is asked: the generation prompt is added and its text follows it.
+ */
+export function renderConversation(
+  template: CompiledTemplate,
+  format: ToolFormat,
+  special: SpecialSpellings,
+  conv: Conversation,
+  opts: RenderOptions & { prefill?: boolean },
+): Rendered {
+  const offerTools = conv.tools.length > 0;
+  const systemExtra = offerTools && !format.rendersTools && format.toolSystemPrompt
+    ? format.toolSystemPrompt(conv.tools)
+    : "";
+  const messages = toTemplateMessages(conv, systemExtra);
+  let prefill: string | undefined;
+  const last = messages.at(-1);
+  if (opts.prefill && last?.role === "assistant" && !last.tool_calls) {
+    messages.pop();
+    prefill = typeof last.content === "string" ? last.content : "";
+    // Anthropic rejects a prefill ending in whitespace; trimming keeps tokenization natural.
+    prefill = prefill.replace(/\s+$/, "");
+  }
+  const extra: Record<string, unknown> = { ...opts.extra };
+  if (offerTools && format.rendersTools) extra.tools = templateTools(conv.tools);
+  let out: string;
+  try {
+    out = renderChat(template, {
+      messages,
+      addGenerationPrompt: prefill !== undefined ? true : opts.addGenerationPrompt,
+      bosToken: special.bos,
+      eosToken: special.eos,
+      extra,
+    });
+  } catch (e) {
+    // Templates refuse conversations they cannot render (`raise_exception`): the client's
+    // conversation is at fault, not the server.
+    throw chatInputError("messages", `the chat template refused it: ${(e as Error).message}`);
+  }
+  return { text: out + (prefill ?? ""), prefill };
+}
+
+/** Turns with the same role folded, for dialects that carry one turn as several messages. */
+export function mergeTurns(turns: Turn[]): Turn[] {
+  const out: Turn[] = [];
+  for (const t of turns) {
+    const last = out.at(-1);
+    if (last && last.role === t.role && t.role !== "system" && t.role !== "developer") {
+      last.parts.push(...t.parts);
+    } else out.push({ role: t.role, parts: [...t.parts] });
+  }
+  return out;
+}

@@ -1,0 +1,418 @@
+/**
+ * The OpenAI Responses dialect (what Codex CLI speaks) on the shared conversation model: input
+ * items (`message`, `function_call`, `function_call_output`, `reasoning`) and `instructions` in;
+ * the reply out as output items (`reasoning`, `message` with `output_text`, `function_call`) or
+ * as the stream's typed events, each numbered with `sequence_number`.
+ *
+ * @example
+ * ```ts
+ * import { responsesConversation } from "./responses.ts";
+ * const { conv } = responsesConversation({
+ *   instructions: "Be brief.",
+ *   input: [{ role: "user", content: [{ type: "input_text", text: "Hi" }] }],
+ * });
+ * ```
+ * @module
+ */
+import {
+  chatInputError,
+  type Conversation,
+  newCallId,
+  type Part,
+  type ToolChoice,
+  type ToolSpec,
+  type Turn,
+} from "./conversation.ts";
+import type { ChatEvent, CollectedReply } from "./generation.ts";
+
+export type ResponseItem = { type?: string; [k: string]: unknown };
+
+export type ResponsesInput = {
+  instructions?: string | null;
+  input?: string | ResponseItem[];
+  tools?: ResponseItem[] | null;
+  tool_choice?: unknown;
+  parallel_tool_calls?: boolean | null;
+};
+
+/** Input as a list of items (a string input is one user message). */
+export function inputItems(input: ResponsesInput["input"]): ResponseItem[] {
+  if (input === undefined) return [];
+  if (typeof input === "string") return [{ type: "message", role: "user", content: input }];
+  return input;
+}
+
+function contentParts(content: unknown, param: string): Part[] {
+  if (typeof content === "string") return content ? [{ type: "text", text: content }] : [];
+  if (!Array.isArray(content)) throw chatInputError(param, "must be a string or an array of parts");
+  return content.flatMap((p: ResponseItem, j): Part[] => {
+    if (
+      (p.type === "input_text" || p.type === "output_text" || p.type === "text") &&
+      typeof p.text === "string"
+    ) return [{ type: "text", text: p.text }];
+    if (p.type === "refusal") return [];
+    if (p.type === "input_image" || p.type === "input_file" || p.type === "input_audio") {
+      throw chatInputError(
+        `${param}[${j}]`,
+        `${p.type} is not supported: the served model reads text only`,
+      );
+    }
+    throw chatInputError(`${param}[${j}]`, `content part type "${p.type}" is not supported`);
+  });
+}
+
+function outputText(output: unknown): string {
+  if (typeof output === "string") return output;
+  if (Array.isArray(output)) {
+    return output.map((p: ResponseItem) => typeof p.text === "string" ? p.text : JSON.stringify(p))
+      .join("\n");
+  }
+  return JSON.stringify(output ?? "");
+}
+
+/** Function tools become specs; hosted tools (web search, shell, MCP, ...) are left out. */
+export function responsesTools(
+  tools: ResponseItem[] | null | undefined,
+  ignored: string[],
+): ToolSpec[] {
+  const out: ToolSpec[] = [];
+  (tools ?? []).forEach((t, i) => {
+    if (t.type !== "function") {
+      ignored.push(`tools[${i}] (${String(t.type)})`);
+      return;
+    }
+    if (typeof t.name !== "string") throw chatInputError(`tools[${i}].name`, "is required");
+    const params = t.parameters ?? { type: "object", properties: {} };
+    if (typeof params !== "object" || params === null || Array.isArray(params)) {
+      throw chatInputError(`tools[${i}].parameters`, "must be a JSON Schema object");
+    }
+    out.push({
+      name: t.name,
+      ...(typeof t.description === "string" ? { description: t.description } : {}),
+      parameters: params as Record<string, unknown>,
+    });
+  });
+  return out;
+}
+
+export function responsesToolChoice(raw: unknown, hasTools: boolean): ToolChoice {
+  if (raw == null) return { type: hasTools ? "auto" : "none" };
+  if (raw === "none" || raw === "auto" || raw === "required") return { type: raw };
+  if (typeof raw === "object") {
+    const o = raw as { type?: unknown; name?: unknown; mode?: unknown };
+    if (o.type === "function" && typeof o.name === "string") return { type: "tool", name: o.name };
+    if (o.type === "allowed_tools") return { type: o.mode === "required" ? "required" : "auto" };
+  }
+  throw chatInputError(
+    "tool_choice",
+    'must be "none", "auto", "required" or {"type": "function", "name": ...}',
+  );
+}
+
+/** Items as turns; consecutive items of one assistant turn (reasoning, calls) stay together. */
+export function itemsToTurns(items: ResponseItem[], ignored: string[]): Turn[] {
+  const turns: Turn[] = [];
+  const push = (role: Turn["role"], parts: Part[]) => {
+    const last = turns.at(-1);
+    if (last && last.role === role && (role === "assistant" || role === "tool")) {
+      last.parts.push(...parts);
+    } else turns.push({ role, parts });
+  };
+  items.forEach((it, i) => {
+    const type = it.type ?? "message";
+    switch (type) {
+      case "message": {
+        const role = it.role;
+        if (role !== "user" && role !== "system" && role !== "developer" && role !== "assistant") {
+          throw chatInputError(
+            `input[${i}].role`,
+            `"${role}" is not one of user, system, developer, assistant`,
+          );
+        }
+        push(role, contentParts(it.content, `input[${i}].content`));
+        break;
+      }
+      case "function_call":
+        if (typeof it.name !== "string" || typeof it.call_id !== "string") {
+          throw chatInputError(`input[${i}]`, "a function_call needs a string name and call_id");
+        }
+        push("assistant", [{
+          type: "tool_call",
+          id: it.call_id,
+          name: it.name,
+          arguments: typeof it.arguments === "string"
+            ? it.arguments
+            : JSON.stringify(it.arguments ?? {}),
+        }]);
+        break;
+      case "function_call_output":
+        if (typeof it.call_id !== "string") {
+          throw chatInputError(`input[${i}].call_id`, "must be a string");
+        }
+        push("tool", [{ type: "tool_result", callId: it.call_id, content: outputText(it.output) }]);
+        break;
+      case "reasoning": {
+        const texts = [
+          ...((it.content as ResponseItem[] | undefined) ?? []),
+          ...((it.summary as ResponseItem[] | undefined) ?? []),
+        ].map((p) => (typeof p.text === "string" ? p.text : "")).filter(Boolean);
+        if (texts.length) push("assistant", [{ type: "reasoning", text: texts[0] }]);
+        break;
+      }
+      default:
+        // Hosted tools' calls and outputs (shell, web search, ...) and item references carry
+        // nothing this server can replay: left out and named.
+        ignored.push(`input[${i}] (${type})`);
+    }
+  });
+  return turns;
+}
+
+/** The request (with any earlier items of the thread) as the neutral conversation. */
+export function responsesConversation(
+  b: ResponsesInput,
+  earlier: ResponseItem[] = [],
+): { conv: Conversation; ignored: string[] } {
+  const ignored: string[] = [];
+  const tools = responsesTools(b.tools, ignored);
+  const turns: Turn[] = [];
+  if (b.instructions) {
+    turns.push({ role: "system", parts: [{ type: "text", text: b.instructions }] });
+  }
+  turns.push(...itemsToTurns([...earlier, ...inputItems(b.input)], ignored));
+  return {
+    conv: {
+      turns,
+      tools,
+      toolChoice: responsesToolChoice(b.tool_choice, tools.length > 0),
+      parallelToolCalls: b.parallel_tool_calls ?? true,
+    },
+    ignored,
+  };
+}
+
+const itemId = (prefix: string) => `${prefix}_${crypto.randomUUID().replaceAll("-", "")}`;
+
+/** Output items of a whole reply. */
+export function responseOutput(r: CollectedReply, summary: boolean): ResponseItem[] {
+  const out: ResponseItem[] = [];
+  if (r.reasoning) out.push(reasoningItem(itemId("rs"), r.reasoning, summary));
+  if (r.text || !r.calls.length) out.push(messageItem(itemId("msg"), r.text, "completed"));
+  for (const c of r.calls) {
+    out.push(callItem(itemId("fc"), c.id, c.name, c.arguments, "completed"));
+  }
+  return out;
+}
+
+function reasoningItem(id: string, text: string, summary: boolean): ResponseItem {
+  return {
+    type: "reasoning",
+    id,
+    summary: summary && text ? [{ type: "summary_text", text }] : [],
+    content: text ? [{ type: "reasoning_text", text }] : [],
+  };
+}
+
+function messageItem(id: string, text: string, status: string): ResponseItem {
+  return {
+    type: "message",
+    id,
+    status,
+    role: "assistant",
+    content: status === "in_progress"
+      ? []
+      : [{ type: "output_text", text, annotations: [], logprobs: [] }],
+  };
+}
+
+function callItem(
+  id: string,
+  callId: string,
+  name: string,
+  args: string,
+  status: string,
+): ResponseItem {
+  return { type: "function_call", id, call_id: callId, name, arguments: args, status };
+}
+
+export type ResponseEvent = { type: string; [k: string]: unknown };
+
+/**
+ * Typed stream events from reply events: an output item per run of reasoning or text and per
+ * tool call, each added, filled with deltas and done in the order the real API sends them.
+ * `items` collects the finished output items for the final response object.
+ */
+export function newResponseEvents(summary: boolean): {
+  push(ev: ChatEvent): ResponseEvent[];
+  close(): ResponseEvent[];
+  items: ResponseItem[];
+} {
+  const items: ResponseItem[] = [];
+  let cur:
+    | { kind: "reasoning" | "message"; id: string; index: number; text: string }
+    | { kind: "call"; id: string; index: number; callId: string; name: string; text: string }
+    | undefined;
+  const finish = (): ResponseEvent[] => {
+    if (!cur) return [];
+    const c = cur;
+    cur = undefined;
+    const base = { item_id: c.id, output_index: c.index };
+    const evs: ResponseEvent[] = [];
+    let item: ResponseItem;
+    if (c.kind === "reasoning") {
+      if (summary) {
+        evs.push(
+          { type: "response.reasoning_summary_text.done", ...base, summary_index: 0, text: c.text },
+          {
+            type: "response.reasoning_summary_part.done",
+            ...base,
+            summary_index: 0,
+            part: { type: "summary_text", text: c.text },
+          },
+        );
+      }
+      evs.push({ type: "response.reasoning_text.done", ...base, content_index: 0, text: c.text });
+      item = reasoningItem(c.id, c.text, summary);
+    } else if (c.kind === "message") {
+      const part = { type: "output_text", text: c.text, annotations: [], logprobs: [] };
+      evs.push(
+        {
+          type: "response.output_text.done",
+          ...base,
+          content_index: 0,
+          text: c.text,
+          logprobs: [],
+        },
+        { type: "response.content_part.done", ...base, content_index: 0, part },
+      );
+      item = messageItem(c.id, c.text, "completed");
+    } else if (c.kind === "call") {
+      evs.push({
+        type: "response.function_call_arguments.done",
+        ...base,
+        name: c.name,
+        arguments: c.text,
+      });
+      item = callItem(c.id, c.callId, c.name, c.text, "completed");
+    } else return evs;
+    items.push(item);
+    evs.push({ type: "response.output_item.done", output_index: c.index, item });
+    return evs;
+  };
+  const open = (kind: "reasoning" | "message"): ResponseEvent[] => {
+    const evs = finish();
+    const id = itemId(kind === "reasoning" ? "rs" : "msg");
+    cur = { kind, id, index: items.length, text: "" };
+    const base = { item_id: id, output_index: cur.index };
+    if (kind === "reasoning") {
+      evs.push({
+        type: "response.output_item.added",
+        output_index: cur.index,
+        item: { type: "reasoning", id, summary: [], content: [] },
+      });
+      if (summary) {
+        evs.push({
+          type: "response.reasoning_summary_part.added",
+          ...base,
+          summary_index: 0,
+          part: { type: "summary_text", text: "" },
+        });
+      }
+    } else {
+      evs.push(
+        {
+          type: "response.output_item.added",
+          output_index: cur.index,
+          item: messageItem(id, "", "in_progress"),
+        },
+        {
+          type: "response.content_part.added",
+          ...base,
+          content_index: 0,
+          part: { type: "output_text", text: "", annotations: [], logprobs: [] },
+        },
+      );
+    }
+    return evs;
+  };
+  return {
+    items,
+    push(ev) {
+      switch (ev.type) {
+        case "reasoning": {
+          if (!ev.text) return [];
+          const evs = cur?.kind === "reasoning" ? [] : open("reasoning");
+          cur!.text += ev.text;
+          const base = { item_id: cur!.id, output_index: cur!.index };
+          if (summary) {
+            evs.push({
+              type: "response.reasoning_summary_text.delta",
+              ...base,
+              summary_index: 0,
+              delta: ev.text,
+            });
+          }
+          evs.push({
+            type: "response.reasoning_text.delta",
+            ...base,
+            content_index: 0,
+            delta: ev.text,
+          });
+          return evs;
+        }
+        case "text": {
+          if (!ev.text) return [];
+          const evs = cur?.kind === "message" ? [] : open("message");
+          cur!.text += ev.text;
+          evs.push({
+            type: "response.output_text.delta",
+            item_id: cur!.id,
+            output_index: cur!.index,
+            content_index: 0,
+            delta: ev.text,
+            logprobs: [],
+          });
+          return evs;
+        }
+        case "tool_call_start": {
+          const evs = finish();
+          const id = itemId("fc");
+          cur = { kind: "call", id, index: items.length, callId: ev.id, name: ev.name, text: "" };
+          evs.push({
+            type: "response.output_item.added",
+            output_index: cur.index,
+            item: callItem(id, ev.id, ev.name, "", "in_progress"),
+          });
+          return evs;
+        }
+        case "tool_call_args":
+          if (cur?.kind !== "call" || !ev.text) return [];
+          cur.text += ev.text;
+          return [{
+            type: "response.function_call_arguments.delta",
+            item_id: cur.id,
+            output_index: cur.index,
+            delta: ev.text,
+          }];
+        case "tool_call_end":
+          if (cur?.kind === "call") cur.text = ev.arguments;
+          return finish();
+        default:
+          return [];
+      }
+    },
+    close() {
+      const evs = finish();
+      // A reply with nothing in it is still one (empty) message, as the real API answers.
+      if (!items.length) evs.push(...open("message"), ...finish());
+      return evs;
+    },
+  };
+}
+
+/** A fresh response id. */
+export function newResponseId(): string {
+  return itemId("resp");
+}
+
+export { newCallId };

@@ -1,0 +1,294 @@
+/**
+ * `POST /v1/chat/completions`: parse and validate, map to the shared conversation
+ * (`lib/chat/openai_chat.ts`), run one engine job per `n` choice, and shape the reply as a
+ * `chat.completion` or as `chat.completion.chunk`s (content, `reasoning_content` and
+ * `tool_calls` deltas) ending in `[DONE]`.
+ *
+ * @example
+ * ```ts
+ * import { chatCompletionsRoutes } from "./openai_chat.ts";
+ * app.route("/", chatCompletionsRoutes(state));
+ * ```
+ * @module
+ */
+import { type Context, Hono } from "hono";
+import { z } from "zod";
+import { isChatInputError } from "../lib/chat/conversation.ts";
+import {
+  type ChatEvent,
+  type ChatPlan,
+  chatReply,
+  checkTools,
+  collectReply,
+  planChat,
+} from "../lib/chat/generation.ts";
+import { chatLogprobs, type TokenLogprob } from "../lib/chat/logprobs.ts";
+import { chatCompletionsConversation, chatDelta, chatMessage } from "../lib/chat/openai_chat.ts";
+import { isRefusal } from "../lib/engine/scheduler.ts";
+import type { ServerState } from "../lib/engine/state.ts";
+import { openaiError, parseBody } from "./errors.ts";
+import { noteIgnored } from "./ignored.ts";
+import {
+  generationFields,
+  merge,
+  modelNotFound,
+  requestedGrammar,
+  stopList,
+  streamOptionsCheck,
+  toSampling,
+} from "./openai_common.ts";
+import { sseResponse } from "./sse.ts";
+
+const part = z.looseObject({ type: z.string() });
+const content = z.union([z.string(), z.array(part)]).nullable().optional();
+
+const messageSchema = z.looseObject({
+  role: z.string().min(1),
+  content,
+  name: z.string().nullable().optional(),
+  tool_calls: z.array(z.looseObject({
+    id: z.string().optional(),
+    type: z.string().optional(),
+    function: z.looseObject({
+      name: z.string(),
+      arguments: z.union([z.string(), z.record(z.string(), z.unknown())]).optional(),
+    }),
+  })).nullable().optional(),
+  tool_call_id: z.string().optional(),
+  reasoning_content: z.string().nullable().optional(),
+});
+
+const toolSchema = z.looseObject({
+  type: z.string(),
+  function: z.looseObject({
+    name: z.string().min(1),
+    description: z.string().nullable().optional(),
+    parameters: z.record(z.string(), z.unknown()).nullable().optional(),
+    strict: z.boolean().nullable().optional(),
+  }).optional(),
+});
+
+const chatSchema = z.looseObject({
+  messages: z.array(messageSchema).min(1, "must contain at least one message"),
+  max_tokens: z.number().int().min(1).nullable().optional(),
+  max_completion_tokens: z.number().int().min(1).nullable().optional(),
+  reasoning_effort: z.string().nullable().optional(),
+  chat_template_kwargs: z.record(z.string(), z.unknown()).nullable().optional(),
+  add_generation_prompt: z.boolean().optional(),
+  logprobs: z.boolean().nullable().optional(),
+  top_logprobs: z.number().int().min(0).max(20).nullable().optional(),
+  tools: z.array(toolSchema).nullable().optional(),
+  tool_choice: z.union([z.string(), z.looseObject({ type: z.string() })]).nullable().optional(),
+  parallel_tool_calls: z.boolean().nullable().optional(),
+  ...generationFields,
+});
+
+type ChatBody = z.output<typeof chatSchema>;
+
+export function chatCompletionsRoutes(state: ServerState): Hono {
+  const app = new Hono();
+  app.post("/v1/chat/completions", async (c) => {
+    const body = await parseBody(c, chatSchema);
+    if (!body.ok) return body.response;
+    return await chat(c, state, body.data);
+  });
+  return app;
+}
+
+function badField(b: ChatBody): { message: string; param: string } | undefined {
+  if (b.max_tokens != null && b.max_completion_tokens != null) {
+    return {
+      message: "give only one of `max_tokens` and `max_completion_tokens`",
+      param: "max_completion_tokens",
+    };
+  }
+  if (b.top_logprobs != null && b.top_logprobs > 0 && !b.logprobs) {
+    return { message: "`top_logprobs` needs `logprobs: true`", param: "top_logprobs" };
+  }
+  return streamOptionsCheck(b);
+}
+
+async function chat(c: Context, state: ServerState, b: ChatBody): Promise<Response> {
+  const bad = badField(b);
+  if (bad) return openaiError(c, 400, bad.message, { param: bad.param });
+  if (b.model != null && b.model !== state.modelId) return modelNotFound(c, b.model);
+  const engine = state.engine;
+  if (!engine) return openaiError(c, 503, "the model is still loading", { code: "loading" });
+  if (!state.template) {
+    return openaiError(c, 400, "the model has no chat template; use /v1/completions", {
+      param: "messages",
+    });
+  }
+  const constraint = requestedGrammar(b);
+  if ("error" in constraint) {
+    return openaiError(c, 400, constraint.error, { param: constraint.param });
+  }
+
+  let plan: ChatPlan;
+  try {
+    const { conv, ignored } = chatCompletionsConversation(b);
+    const checked = checkTools(conv.tools, (i) => `tools[${i}].function`);
+    conv.tools = checked.tools;
+    noteIgnored(c, [...ignored, ...checked.notes]);
+    const extra: Record<string, unknown> = { ...b.chat_template_kwargs };
+    if (b.reasoning_effort != null) extra.reasoning_effort = b.reasoning_effort;
+    plan = planChat(engine.model, state.template, conv, {
+      maxTokens: b.max_completion_tokens ?? b.max_tokens ?? undefined,
+      sampling: toSampling(b),
+      stop: stopList(b),
+      ignoreEos: b.ignore_eos ?? false,
+      grammar: constraint.gbnf,
+      grammarParam: b.structured_outputs ? "structured_outputs" : "response_format",
+      ...(b.logprobs ? { logprobs: b.top_logprobs ?? 0 } : {}),
+    }, { addGenerationPrompt: b.add_generation_prompt ?? true, extra });
+  } catch (e) {
+    if (isChatInputError(e)) return openaiError(c, 400, e.message, { param: e.param });
+    if (isRefusal(e)) return openaiError(c, 400, e.message, { param: "messages" });
+    throw e;
+  }
+
+  const aborter = new AbortController();
+  const signal = AbortSignal.any([c.req.raw.signal, aborter.signal]);
+  const n = b.n ?? 1;
+  const replies: AsyncIterable<ChatEvent>[] = [];
+  try {
+    for (let k = 0; k < n; k++) {
+      const events = engine.submit({ ...plan.req, sampling: toSampling(b, k), signal });
+      replies.push(chatReply(events, plan, signal));
+    }
+  } catch (e) {
+    aborter.abort();
+    if (isRefusal(e)) {
+      const busy = e.kind === "busy";
+      const res = openaiError(c, busy ? 503 : 400, e.message, {
+        type: busy ? "overloaded_error" : "invalid_request_error",
+        param: busy ? null : "messages",
+      });
+      if (busy) res.headers.set("retry-after", "1");
+      return res;
+    }
+    throw e;
+  }
+
+  const base = {
+    id: `chatcmpl-${crypto.randomUUID().replaceAll("-", "")}`,
+    created: Math.floor(Date.now() / 1000),
+    model: state.modelId,
+  };
+  const log = (response: unknown, status = 200) =>
+    state.chatLog?.({ route: c.req.path, request: b, response, status });
+
+  if (b.stream) {
+    return sseResponse(streamChunks(replies, base, b, aborter, log), {
+      bufferLimit: state.sseBufferLimit,
+      onCancel: () => aborter.abort(),
+    });
+  }
+
+  const results = await Promise.all(replies.map(collectReply));
+  aborter.abort();
+  const failed = results.find((r) => r.error || !r.end);
+  if (failed) {
+    const why = failed.error ?? "the request was cancelled";
+    log({ error: why }, 500);
+    return openaiError(c, 500, `generation failed: ${why}`);
+  }
+  const choices = results.map((r, index) => ({
+    index,
+    message: chatMessage(r),
+    logprobs: b.logprobs ? chatLogprobs(r.logprobs) : null,
+    finish_reason: r.end!.finishReason,
+  }));
+  const response = {
+    ...base,
+    object: "chat.completion",
+    choices,
+    usage: usage(results.map((r) => r.end!)),
+  };
+  log(response);
+  return c.json(response);
+}
+
+type End = Extract<ChatEvent, { type: "end" }>;
+
+/** One prompt for every choice: prompt tokens count once. */
+function usage(ends: End[]) {
+  const completion = ends.reduce((s, e) => s + e.completionTokens, 0);
+  const prompt = ends[0]?.promptTokens ?? 0;
+  return {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: prompt + completion,
+    prompt_tokens_details: { cached_tokens: ends[0]?.cachedTokens ?? 0 },
+    completion_tokens_details: {
+      reasoning_tokens: ends.reduce((s, e) => s + e.reasoningTokens, 0),
+    },
+  };
+}
+
+async function* streamChunks(
+  replies: AsyncIterable<ChatEvent>[],
+  base: Record<string, unknown>,
+  b: ChatBody,
+  aborter: AbortController,
+  log: (response: unknown, status?: number) => void,
+): AsyncGenerator<string> {
+  const chunk = (
+    index: number,
+    delta: Record<string, unknown>,
+    finish: string | null,
+    lps: TokenLogprob[] | null = null,
+  ) =>
+    JSON.stringify({
+      ...base,
+      object: "chat.completion.chunk",
+      choices: [{
+        index,
+        delta,
+        logprobs: lps ? chatLogprobs(lps) : null,
+        finish_reason: finish,
+      }],
+    });
+  const ends: (End | undefined)[] = replies.map(() => undefined);
+  const pending: TokenLogprob[][] = replies.map(() => []);
+  const take = (i: number) => (b.logprobs ? pending[i].splice(0) : null);
+  try {
+    for (let i = 0; i < replies.length; i++) {
+      yield chunk(i, { role: "assistant", content: "" }, null);
+    }
+    for await (const [i, ev] of merge(replies)) {
+      if (ev.type === "logprobs") {
+        pending[i].push(...ev.entries);
+        continue;
+      }
+      if (ev.type === "end") {
+        ends[i] = ev;
+        yield chunk(i, {}, ev.finishReason, take(i));
+        continue;
+      }
+      if (ev.type === "error") {
+        log({ error: ev.message }, 500);
+        yield JSON.stringify({
+          error: {
+            message: `generation failed: ${ev.message}`,
+            type: "server_error",
+            param: null,
+            code: null,
+          },
+        });
+        return;
+      }
+      const delta = chatDelta(ev);
+      if (delta) yield chunk(i, delta, null, take(i));
+    }
+    const done = ends.filter((e): e is End => e !== undefined);
+    const u = usage(done);
+    if (b.stream_options?.include_usage) {
+      yield JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [], usage: u });
+    }
+    log({ finish_reasons: ends.map((e) => e?.finishReason ?? null), usage: u });
+    yield "[DONE]";
+  } finally {
+    aborter.abort();
+  }
+}
