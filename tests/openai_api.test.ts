@@ -130,7 +130,7 @@ Deno.test("official openai client: chat, chat stream, completions, completions s
         client.chat.completions.create({
           model,
           messages: [{ role: "user", content: "x" }],
-          tools: [{ type: "function", function: { name: "f", parameters: {} } }],
+          tools: [{ type: "function", function: { name: "bad name!", parameters: {} } }],
         }),
       (e: unknown) => e instanceof OpenAI.BadRequestError && /tools/.test(e.message),
     );

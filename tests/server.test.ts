@@ -264,8 +264,15 @@ Deno.test("server: health, models, tokenize, completions", async (t) => {
       assertOpenAIError(await post(url, c, { prompt: "x", seed: "a" }), 400, /seed/);
       assertOpenAIError(await post(url, c, { prompt: "x", stop: 5 }), 400, /stop/);
       assertOpenAIError(await post(url, c, { prompt: "x", ignore_eos: "yes" }), 400, /ignore_eos/);
-      assertOpenAIError(await post(url, c, { prompt: "x", wat: 1 }), 400, /Unrecognized.*wat/);
-      assertOpenAIError(await post(url, c, { prompt: "x", logprobs: 2 }), 400, /logprobs/);
+      assertOpenAIError(await post(url, c, { prompt: "x", logprobs: 21 }), 400, /logprobs/);
+      // An unknown field is accepted and named, never refused (DESIGN 4a).
+      const unknown = await fetch(`${url}${c}`, {
+        method: "POST",
+        body: JSON.stringify({ prompt: "x", max_tokens: 1, wat: 1 }),
+      });
+      assert.equal(unknown.status, 200);
+      assert.equal(unknown.headers.get("x-hearth-ignored-fields"), "wat");
+      await unknown.body?.cancel();
       assertOpenAIError(await post(url, c, { prompt: [1, 99999999] }), 400, /99999999.*range/);
       assertOpenAIError(await post(url, c, { prompt: [-1] }), 400, /-1.*range/);
       assertOpenAIError(await post(url, c, { prompt: "x", model: "gpt-9" }), 404, /gpt-9/);

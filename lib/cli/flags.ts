@@ -348,6 +348,7 @@ export function helpText(): string {
     "       hearth manager --workers URL,URL [--port 8002] (see `hearth manager --help`)",
     "       hearth make-model --preset tiny|small --out PATH [--embedding] [--dtype f32|f16|q8_0]",
     "                         [--seed N] [--chat-format llama3|hermes|mistral|qwen3-coder]",
+    "                         [--reply-length N] (the random model ends replies after ~N tokens)",
     "",
     "Flags of serve:",
     ...rows,

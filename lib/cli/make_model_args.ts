@@ -1,7 +1,7 @@
 /**
  * Flags of `make-model`: `--preset tiny|small --out PATH [--embedding] [--dtype f32|f16|q8_0]
- * [--seed N] [--chat-format llama3|hermes|mistral|qwen3-coder]`, validated with Zod like the serve
- * flags.
+ * [--seed N] [--chat-format llama3|hermes|mistral|qwen3-coder] [--reply-length N]`, validated with
+ * Zod like the serve flags.
  *
  * @example
  * ```ts
@@ -21,6 +21,9 @@ const schema = z.strictObject({
   seed: z.string().regex(/^\d+$/, "--seed must be a non-negative integer").transform(Number)
     .optional(),
   chatFormat: z.enum(CHAT_FORMATS, `--chat-format must be ${CHAT_FORMATS.join(", ")}`).optional(),
+  replyLength: z.string().regex(/^\d+$/, "--reply-length must be a whole number of tokens")
+    .transform(Number).refine((n) => n >= 2 && n <= 100000, "--reply-length must be 2..100000")
+    .optional(),
 });
 
 export type MakeModelOptions = z.output<typeof schema>;
@@ -35,10 +38,14 @@ export function parseMakeModelArgs(
       ? [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)]
       : [arg, undefined];
     const flag = name.replace(/^--/, "");
-    const key = flag === "chat-format" ? "chatFormat" : flag;
+    const camel: Record<string, string> = {
+      "chat-format": "chatFormat",
+      "reply-length": "replyLength",
+    };
+    const key = camel[flag] ?? flag;
     if (
-      !["preset", "out", "embedding", "dtype", "seed", "chatFormat"].includes(key) ||
-      !name.startsWith("--") || flag === "chatFormat"
+      !["preset", "out", "embedding", "dtype", "seed", "chatFormat", "replyLength"].includes(key) ||
+      !name.startsWith("--") || Object.values(camel).includes(flag)
     ) {
       return { ok: false, message: `make-model: unknown argument ${name}` };
     }

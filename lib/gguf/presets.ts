@@ -48,6 +48,7 @@ import {
 } from "./types.ts";
 import { type TensorSpec, writeGguf } from "./writer.ts";
 import { applyChatFormat, CHAT_FORMATS, type ChatFormatName } from "./chat_formats.ts";
+import { endOfTurnIds, planReplyLength } from "./reply_length.ts";
 
 /** Names of the built-in presets. */
 export type PresetName = "tiny" | "small";
@@ -124,6 +125,12 @@ export type MakeModelOptions = {
    * the model has the plain Llama-3 template.
    */
   chatFormat?: ChatFormatName;
+  /**
+   * Make the random model end its replies after about this many tokens (it emits its
+   * end-of-turn token with a probability of roughly 1/N per step), so agents driven by it get
+   * answers that finish instead of running into the output limit. See `reply_length.ts`.
+   */
+  replyLength?: number;
 };
 
 /** What {@linkcode makeModel} wrote. */
@@ -143,6 +150,8 @@ export type PlannedTensor = {
   dims: number[];
   /** `"ones"` for norms, else the standard deviation of the normal init. */
   init: "ones" | { std: number };
+  /** Rewrites a chunk of the initialised values in place (`offset`: index of its first value). */
+  edit?: (values: Float32Array, offset: number) => void;
 };
 
 /** Init std of the projection matrices is `WEIGHT_GAIN / sqrt(fan_in)`; see the module doc. */
@@ -293,6 +302,7 @@ function* tensorChunks(t: PlannedTensor, seed: number): Generator<Uint8Array> {
     const n = Math.min(CHUNK, total - done);
     const chunk = values.subarray(0, n);
     if (rng && t.init !== "ones") fillNormal(rng, chunk, 0, t.init.std); // norms stay 1.0
+    t.edit?.(chunk, done);
     if (t.type === GgmlType.F32) yield f32Bytes(chunk, bytes);
     else if (t.type === GgmlType.F16) yield encodeF16(chunk, bytes).subarray(0, n * 2);
     else if (t.type === GgmlType.Q8_0) {
@@ -326,6 +336,10 @@ export async function makeModel(opts: MakeModelOptions): Promise<MakeModelResult
   const metadata = await modelMetadata(preset, { ...opts, dtype });
   const nVocab = metadata.get("llama.vocab_size")?.value as number;
   const plan = planTensors(preset, nVocab, dtype);
+  if (opts.replyLength !== undefined) {
+    const eog = endOfTurnIds(metadata);
+    planReplyLength(plan, preset.nEmbd, eog, opts.replyLength);
+  }
   const tensors: TensorSpec[] = plan.map((t) => {
     tensorByteSize(t.type, t.dims); // fail early on shapes the type cannot hold
     return { name: t.name, type: t.type, dims: t.dims, data: () => tensorChunks(t, seed) };

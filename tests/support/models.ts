@@ -23,12 +23,14 @@ export function tinyModelPath(): Promise<string> {
 /** The tiny preset with a tool-calling family's template and markers, written once per machine. */
 export async function chatFormatModelPath(
   format: "llama3" | "hermes" | "mistral" | "qwen3-coder",
+  opts: { replyLength?: number } = {},
 ): Promise<string> {
   const { makeModel } = await import("../../lib/gguf/mod.ts");
   const dir = `${testDataDir()}/models`;
   // Named after the bytes of what defines the format (templates, marker tokens), so an edit
   // there never reuses a stale model.
-  const path = `${dir}/hearth-tiny-${format}-${await formatSourcesHash()}.gguf`;
+  const ends = opts.replyLength ? `-ends${opts.replyLength}` : "";
+  const path = `${dir}/hearth-tiny-${format}${ends}-${await formatSourcesHash()}.gguf`;
   try {
     await Deno.stat(path);
     return path;
@@ -38,7 +40,7 @@ export async function chatFormatModelPath(
   await Deno.mkdir(dir, { recursive: true });
   const tmp = `${path}.${Deno.pid}.${crypto.randomUUID().slice(0, 8)}.tmp`;
   try {
-    await makeModel({ preset: "tiny", out: tmp, chatFormat: format });
+    await makeModel({ preset: "tiny", out: tmp, chatFormat: format, ...opts });
     await Deno.rename(tmp, path);
   } catch (e) {
     await Deno.remove(tmp).catch(() => {});
@@ -49,11 +51,7 @@ export async function chatFormatModelPath(
 
 async function formatSourcesHash(): Promise<string> {
   const gguf = new URL("../../lib/gguf/", import.meta.url);
-  const files = [new URL("chat_formats.ts", gguf)];
-  for await (const e of Deno.readDir(new URL("chat_templates/", gguf))) {
-    if (e.isFile) files.push(new URL(`chat_templates/${e.name}`, gguf));
-  }
-  files.sort((a, b) => a.href.localeCompare(b.href));
+  const files = ["chat_formats.ts", "reply_length.ts", "presets.ts"].map((f) => new URL(f, gguf));
   const parts = await Promise.all(files.map((f) => Deno.readFile(f)));
   const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
   let at = 0;
