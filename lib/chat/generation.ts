@@ -104,7 +104,12 @@ export function checkTools(
         return schema === s ? t : { ...t, parameters: schema };
       } catch (e) {
         if (!isConstraintError(e)) throw e;
-        const relaxed = tries < 32 && e.path ? withoutKeyword(schema, e.path) : undefined;
+        // Only a keyword the compiler does not implement is relaxed; a schema that contradicts
+        // itself (minimum above maximum, ...) is the client's mistake and stays a 400.
+        const unsupported = e.message.startsWith("unsupported JSON Schema keyword");
+        const relaxed = tries < 32 && unsupported && e.path
+          ? withoutKeyword(schema, e.path)
+          : undefined;
         if (!relaxed) {
           throw chatInputError(`${param(i)}.${schemaKey}`, `tool "${t.name}": ${e.message}`);
         }
