@@ -29,6 +29,7 @@ import {
   generationFields,
   merge,
   modelNotFound,
+  refusalError,
   requestedGrammar,
   stopList,
   streamOptionsCheck,
@@ -182,15 +183,7 @@ async function complete(c: Context, state: ServerState, b: CompletionBody): Prom
     }
   } catch (e) {
     aborter.abort();
-    if (isRefusal(e)) {
-      const busy = e.kind === "busy";
-      const res = openaiError(c, busy ? 503 : 400, e.message, {
-        type: busy ? "overloaded_error" : "invalid_request_error",
-        param: busy ? null : "prompt",
-      });
-      if (busy) res.headers.set("retry-after", "1");
-      return res;
-    }
+    if (isRefusal(e)) return refusalError(c, e, "prompt");
     throw e;
   }
 

@@ -29,9 +29,10 @@ import type { ServerState } from "../lib/engine/state.ts";
 import { openaiError, parseBody } from "./errors.ts";
 import { noteIgnored } from "./ignored.ts";
 import {
+  chatNotReady,
   generationFields,
   merge,
-  modelNotFound,
+  refusalError,
   requestedGrammar,
   stopList,
   streamOptionsCheck,
@@ -111,14 +112,9 @@ function badField(b: ChatBody): { message: string; param: string } | undefined {
 async function chat(c: Context, state: ServerState, b: ChatBody): Promise<Response> {
   const bad = badField(b);
   if (bad) return openaiError(c, 400, bad.message, { param: bad.param });
-  if (b.model != null && b.model !== state.modelId) return modelNotFound(c, b.model);
-  const engine = state.engine;
-  if (!engine) return openaiError(c, 503, "the model is still loading", { code: "loading" });
-  if (!state.template) {
-    return openaiError(c, 400, "the model has no chat template; use /v1/completions", {
-      param: "messages",
-    });
-  }
+  const notReady = chatNotReady(c, state, b.model, "messages");
+  if (notReady) return notReady;
+  const engine = state.engine!;
   const constraint = requestedGrammar(b);
   if ("error" in constraint) {
     return openaiError(c, 400, constraint.error, { param: constraint.param });
@@ -132,7 +128,7 @@ async function chat(c: Context, state: ServerState, b: ChatBody): Promise<Respon
     noteIgnored(c, [...ignored, ...checked.notes]);
     const extra: Record<string, unknown> = { ...b.chat_template_kwargs };
     if (b.reasoning_effort != null) extra.reasoning_effort = b.reasoning_effort;
-    plan = planChat(engine.model, state.template, conv, {
+    plan = planChat(engine.model, state.template!, conv, {
       maxTokens: b.max_completion_tokens ?? b.max_tokens ?? undefined,
       sampling: toSampling(b),
       stop: stopList(b),
@@ -158,15 +154,7 @@ async function chat(c: Context, state: ServerState, b: ChatBody): Promise<Respon
     }
   } catch (e) {
     aborter.abort();
-    if (isRefusal(e)) {
-      const busy = e.kind === "busy";
-      const res = openaiError(c, busy ? 503 : 400, e.message, {
-        type: busy ? "overloaded_error" : "invalid_request_error",
-        param: busy ? null : "messages",
-      });
-      if (busy) res.headers.set("retry-after", "1");
-      return res;
-    }
+    if (isRefusal(e)) return refusalError(c, e, "messages");
     throw e;
   }
 

@@ -14,6 +14,8 @@ import { z } from "zod";
 import { defaultSampling, type Sampling } from "../lib/engine/sampling.ts";
 import { compileConstraint, isConstraintError, jsonObjectGbnf } from "../lib/constrain/mod.ts";
 import { openaiError } from "./errors.ts";
+import type { EngineRefusal } from "../lib/engine/scheduler.ts";
+import type { ServerState } from "../lib/engine/state.ts";
 
 const contentPart = z.looseObject({ type: z.string(), text: z.string().optional() });
 
@@ -68,6 +70,37 @@ export function modelNotFound(c: Context, model: string): Response {
     param: "model",
     code: "model_not_found",
   });
+}
+
+/** An engine refusal in OpenAI's shape: a full queue is a 503 with Retry-After, the rest 400s. */
+export function refusalError(c: Context, e: EngineRefusal, param: string): Response {
+  const busy = e.kind === "busy";
+  const res = openaiError(c, busy ? 503 : 400, e.message, {
+    type: busy ? "overloaded_error" : "invalid_request_error",
+    param: busy ? null : param,
+  });
+  if (busy) res.headers.set("retry-after", "1");
+  return res;
+}
+
+/**
+ * What every OpenAI-style chat route checks first: the model asked for is the one served, the
+ * engine has loaded, and the model has a chat template. Undefined when all is well.
+ */
+export function chatNotReady(
+  c: Context,
+  state: ServerState,
+  model: string | null | undefined,
+  param: string,
+): Response | undefined {
+  if (model != null && model !== state.modelId) return modelNotFound(c, model);
+  if (!state.engine) {
+    return openaiError(c, 503, "the model is still loading", { code: "loading" });
+  }
+  if (!state.template) {
+    return openaiError(c, 400, "the model has no chat template; use /v1/completions", { param });
+  }
+  return undefined;
 }
 
 /** `structured_outputs`: exactly one of the four keys (checked after parsing, to name them). */

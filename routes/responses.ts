@@ -37,7 +37,7 @@ import { isRefusal } from "../lib/engine/scheduler.ts";
 import type { ServerState } from "../lib/engine/state.ts";
 import { openaiError, parseBody } from "./errors.ts";
 import { noteIgnored } from "./ignored.ts";
-import { modelNotFound, toSampling } from "./openai_common.ts";
+import { chatNotReady, refusalError, toSampling } from "./openai_common.ts";
 import { sseResponse } from "./sse.ts";
 
 const item = z.looseObject({ type: z.string().optional() });
@@ -172,14 +172,9 @@ async function respond(
 ): Promise<Response> {
   const bad = refused(b);
   if (bad) return openaiError(c, 400, bad.message, { param: bad.param });
-  if (b.model != null && b.model !== state.modelId) return modelNotFound(c, b.model);
-  const engine = state.engine;
-  if (!engine) return openaiError(c, 503, "the model is still loading", { code: "loading" });
-  if (!state.template) {
-    return openaiError(c, 400, "the model has no chat template; use /v1/completions", {
-      param: "input",
-    });
-  }
+  const notReady = chatNotReady(c, state, b.model, "input");
+  if (notReady) return notReady;
+  const engine = state.engine!;
 
   let earlier: ResponseItem[] = [];
   if (b.previous_response_id) {
@@ -200,7 +195,7 @@ async function respond(
     noteIgnored(c, [...ignored, ...checked.notes]);
     const extra: Record<string, unknown> = {};
     if (b.reasoning?.effort != null) extra.reasoning_effort = b.reasoning.effort;
-    plan = planChat(engine.model, state.template, conv, {
+    plan = planChat(engine.model, state.template!, conv, {
       maxTokens: b.max_output_tokens ?? undefined,
       sampling: toSampling({ temperature: b.temperature, top_p: b.top_p }),
       stop: [],
@@ -223,13 +218,7 @@ async function respond(
     );
   } catch (e) {
     if (!isRefusal(e)) throw e;
-    const busy = e.kind === "busy";
-    const res = openaiError(c, busy ? 503 : 400, e.message, {
-      type: busy ? "overloaded_error" : "invalid_request_error",
-      param: busy ? null : "input",
-    });
-    if (busy) res.headers.set("retry-after", "1");
-    return res;
+    return refusalError(c, e, "input");
   }
 
   const stored = b.store ?? true;

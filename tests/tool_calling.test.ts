@@ -374,6 +374,35 @@ Deno.test("round trips with tool results, and what each dialect refuses", async 
     },
   );
 
+  await t.step("reasoning: a reply inside <think> comes back as thinking blocks", async () => {
+    // A prefill that opens the family's think block: the reply continues inside it, so all
+    // of it is reasoning (random weights never close it in 8 tokens).
+    const req = {
+      model: "hearth-local",
+      max_tokens: 8,
+      messages: [
+        { role: "user" as const, content: "Why is the sky blue?" },
+        { role: "assistant" as const, content: "<think>\nLet me see" },
+      ],
+    };
+    const whole = await anthropic.messages.create(req);
+    assert.equal(whole.content[0].type, "thinking");
+    if (whole.content[0].type === "thinking") {
+      assert.ok(whole.content[0].thinking.length > 0);
+      assert.ok(whole.content[0].signature.length > 0);
+    }
+    assert.ok(!JSON.stringify(whole.content).includes("<think>"), "no marker leaks");
+    const kinds: string[] = [];
+    const stream = anthropic.messages.stream(req);
+    stream.on("streamEvent", (ev) => {
+      if (ev.type === "content_block_delta") kinds.push(ev.delta.type);
+    });
+    const final = await stream.finalMessage();
+    assert.equal(final.content[0].type, "thinking");
+    assert.ok(kinds.includes("thinking_delta"));
+    assert.equal(kinds.at(-1), "signature_delta");
+  });
+
   await t.step("bad tool definitions are 400s in each dialect's shape", async () => {
     const bad = {
       type: "object",

@@ -29,6 +29,7 @@ import {
   type ToolSpec,
 } from "./conversation.ts";
 import { detectToolFormat, type ToolFormat } from "./formats/mod.ts";
+import { triggerTokenIds } from "./formats/lazy_sampler.ts";
 import { endsInsideReasoning, newReasoningSplitter } from "./reasoning.ts";
 import { renderConversation, type RenderOptions } from "./render.ts";
 import type { CompiledTemplate } from "./template.ts";
@@ -141,15 +142,6 @@ function withoutKeyword(
   return copy;
 }
 
-function triggerTokens(m: EngineModel, spellings: string[]): number[] {
-  const ids: number[] = [];
-  for (const s of spellings) {
-    const t = tokenizeText(m, s, false);
-    if (t.length === 1) ids.push(t[0]);
-  }
-  return ids;
-}
-
 /** Renders, tokenizes and picks the grammar; throws a ChatInputError for the client's mistakes. */
 export function planChat(
   m: EngineModel,
@@ -193,7 +185,7 @@ export function planChat(
     if (choice.type === "auto") {
       grammarTriggers = {
         patterns: format.triggers.patterns,
-        tokens: triggerTokens(m, format.triggers.tokens),
+        tokens: triggerTokenIds(m.llama, m.vocab, format.triggers.tokens),
       };
     }
   }
