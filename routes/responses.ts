@@ -15,7 +15,7 @@
 import { type Context, Hono } from "hono";
 import { z } from "zod";
 import { compileConstraint, isConstraintError, jsonObjectGbnf } from "../lib/constrain/mod.ts";
-import { isChatInputError } from "../lib/chat/conversation.ts";
+import { chatInputError, isChatInputError } from "../lib/chat/conversation.ts";
 import {
   type ChatEvent,
   type ChatPlan,
@@ -146,20 +146,12 @@ function formatGrammar(b: ResponsesBody): string | undefined {
   if (!f || f.type === "text") return undefined;
   if (f.type === "json_object") return jsonObjectGbnf();
   if (f.schema === undefined) {
-    throw Object.assign(new Error("text.format.schema: is required for json_schema"), {
-      param: "text.format.schema",
-      chatInput: true,
-    });
+    throw chatInputError("text.format.schema", "is required for json_schema");
   }
   try {
     return compileConstraint({ json: f.schema });
   } catch (e) {
-    if (isConstraintError(e)) {
-      throw Object.assign(new Error(`text.format.schema: ${e.message}`), {
-        param: "text.format.schema",
-        chatInput: true,
-      });
-    }
+    if (isConstraintError(e)) throw chatInputError("text.format.schema", e.message);
     throw e;
   }
 }

@@ -374,6 +374,45 @@ Deno.test("round trips with tool results, and what each dialect refuses", async 
     },
   );
 
+  await t.step("responses: text.format json_schema constrains the answer", async () => {
+    const schema = {
+      type: "object",
+      properties: {
+        answer: { enum: ["yes", "no"] },
+        score: { type: "integer", minimum: 0, maximum: 9 },
+      },
+      required: ["answer", "score"],
+      additionalProperties: false,
+    };
+    for (const seed of [1, 2]) {
+      const r = await openai.responses.create({
+        model,
+        input: `Is it raining? (${seed})`,
+        text: { format: { type: "json_schema", name: "verdict", schema, strict: true } },
+        temperature: 1,
+        max_output_tokens: 60,
+      });
+      assert.equal(r.status, "completed");
+      const v = ajv.compile(schema);
+      assert.ok(v(JSON.parse(r.output_text)), r.output_text);
+    }
+    const bad = await fetch(`${srv.url}/v1/responses`, {
+      method: "POST",
+      body: JSON.stringify({
+        input: "x",
+        text: {
+          format: {
+            type: "json_schema",
+            name: "n",
+            schema: { type: "string", minLength: 5, maxLength: 1 },
+          },
+        },
+      }),
+    });
+    assert.equal(bad.status, 400);
+    assert.equal((await bad.json()).error.param, "text.format.schema");
+  });
+
   await t.step("reasoning: a reply inside <think> comes back as thinking blocks", async () => {
     // A prefill that opens the family's think block: the reply continues inside it, so all
     // of it is reasoning (random weights never close it in 8 tokens).

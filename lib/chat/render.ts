@@ -22,8 +22,8 @@ import {
   chatInputError,
   type Conversation,
   type Part,
+  partsText,
   type ToolSpec,
-  type Turn,
 } from "./conversation.ts";
 import type { ToolFormat } from "./formats/mod.ts";
 import { type ChatMessage, type CompiledTemplate, renderChat } from "./template.ts";
@@ -65,10 +65,9 @@ function parseArguments(text: string): unknown {
   }
 }
 
+/** The text parts of a turn, one per line (as vLLM joins text parts). */
 function text(parts: Part[]): string {
-  return parts.filter((p) => p.type === "text").map((p) => (p as { text: string }).text).join(
-    "\n",
-  );
+  return partsText(parts, "\n");
 }
 
 /**
@@ -193,16 +192,4 @@ export function renderConversation(
     throw chatInputError("messages", `the chat template refused it: ${(e as Error).message}`);
   }
   return { text: out + (prefill ?? ""), prefill };
-}
-
-/** Turns with the same role folded, for dialects that carry one turn as several messages. */
-export function mergeTurns(turns: Turn[]): Turn[] {
-  const out: Turn[] = [];
-  for (const t of turns) {
-    const last = out.at(-1);
-    if (last && last.role === t.role && t.role !== "system" && t.role !== "developer") {
-      last.parts.push(...t.parts);
-    } else out.push({ role: t.role, parts: [...t.parts] });
-  }
-  return out;
 }

@@ -17,7 +17,6 @@
 import {
   chatInputError,
   type Conversation,
-  newCallId,
   type Part,
   type ToolChoice,
   type ToolSpec,
@@ -414,5 +413,3 @@ export function newResponseEvents(summary: boolean): {
 export function newResponseId(): string {
   return itemId("resp");
 }
-
-export { newCallId };
