@@ -3,7 +3,8 @@
  * file under `<data-dir>/responses/`, holding the response object and the thread's input items,
  * so `GET /v1/responses/{id}` returns it and `previous_response_id` continues the thread after a
  * restart too. Files are written to a temporary name and renamed, so a crash never leaves half a
- * record behind.
+ * record behind. Responses are kept 30 days, as OpenAI keeps them: older files are swept at start
+ * and every few hundred writes.
  *
  * @example
  * ```ts
@@ -31,12 +32,40 @@ export type ResponseStore = {
 // Ids become file names: only what this server mints (or a look-alike) is ever a path.
 const ID = /^resp_[A-Za-z0-9]{1,64}$/;
 
-export function createResponseStore(dir: string): ResponseStore {
-  const ready = Deno.mkdir(dir, { recursive: true });
+/** How long a stored response is kept. */
+export const RETENTION_MS = 30 * 24 * 3600 * 1000;
+const SWEEP_EVERY = 256;
+
+/** Removes stored responses (and stray temporary files) older than `maxAgeMs`; returns how many. */
+export async function sweepResponses(
+  dir: string,
+  maxAgeMs = RETENTION_MS,
+  now = Date.now(),
+): Promise<number> {
+  let removed = 0;
+  try {
+    for await (const e of Deno.readDir(dir)) {
+      if (!e.isFile || !/^resp_.*\.(json|tmp)$/.test(e.name)) continue;
+      const path = `${dir}/${e.name}`;
+      const st = await Deno.stat(path).catch(() => undefined);
+      if (st?.mtime && now - st.mtime.getTime() > maxAgeMs) {
+        await Deno.remove(path).then(() => removed++, () => {});
+      }
+    }
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw e;
+  }
+  return removed;
+}
+
+export function createResponseStore(dir: string, maxAgeMs = RETENTION_MS): ResponseStore {
+  const ready = Deno.mkdir(dir, { recursive: true }).then(() => sweepResponses(dir, maxAgeMs));
   const file = (id: string) => `${dir}/${id}.json`;
+  let writes = 0;
   return {
     async put(r) {
       await ready;
+      if (++writes % SWEEP_EVERY === 0) void sweepResponses(dir, maxAgeMs).catch(() => {});
       if (!ID.test(r.response.id)) throw new Error(`bad response id ${r.response.id}`);
       const tmp = `${file(r.response.id)}.${crypto.randomUUID()}.tmp`;
       await Deno.writeTextFile(tmp, JSON.stringify(r));
