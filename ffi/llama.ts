@@ -350,6 +350,11 @@ export function decode(llama: Llama, ctx: ContextPtr, b: Batch): Promise<number>
   return llama.sym.llama_decode(ctx, b.struct);
 }
 
+/** `llama_decode` on the calling thread (blocks the event loop for the step). */
+export function decodeSync(llama: Llama, ctx: ContextPtr, b: Batch): number {
+  return llama.sym.llama_decode_sync(ctx, b.struct);
+}
+
 /** Logits row of batch position `i` as a view (valid until the next decode). */
 export function logitsIth(llama: Llama, ctx: ContextPtr, i: number, nVocab: number): Float32Array {
   const p = llama.sym.llama_get_logits_ith(ctx, i);

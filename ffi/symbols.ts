@@ -101,6 +101,9 @@ export const llamaSymbols = {
   llama_batch_free: { parameters: [batch.ffi], result: "void" },
   llama_batch_get_one: { parameters: [buf, "i32"], result: batch.ffi },
   llama_decode: { parameters: [ptr, batch.ffi], result: "i32", nonblocking: true },
+  // The same function called on the JS thread: for steps short enough that the hop to a
+  // blocking-pool thread and back costs more than it saves.
+  llama_decode_sync: { name: "llama_decode", parameters: [ptr, batch.ffi], result: "i32" },
   llama_encode: { parameters: [ptr, batch.ffi], result: "i32", nonblocking: true },
   llama_get_logits: { parameters: [ptr], result: ptr },
   llama_get_logits_ith: { parameters: [ptr, "i32"], result: ptr },
