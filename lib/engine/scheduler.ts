@@ -49,12 +49,18 @@ import { endText, newTextStream, pushPiece, type TextStream } from "./text_strea
  * Steps of at most this many rows are decoded on the JS thread; bigger ones (prompt chunks) go
  * to a blocking-pool thread so HTTP stays responsive through them. Measured on 2 cores with the
  * `small` preset: the hop to the pool thread and back costs about 10 ms a step, which at
- * concurrency 1 was 45 tok/s against 68 with the step on this thread (llama-server: 73.5); at 32
- * it was 188 against 203. A decode step blocks the event loop for its own length only: the loop
- * yields with a zero timer before each step, so I/O (SSE writes, new requests, embeddings served
- * between steps) goes in between. `setImmediate` was faster (74) but starved I/O.
+ * concurrency 1 was 45 tok/s against 68-72 with the step on this thread (llama-server: 74-81);
+ * at 32, 188 against 203-211. A decode step blocks the event loop for its own length only: the
+ * loop gives I/O a turn at least every `IO_EVERY_MS`, so SSE writes, new requests, disconnects
+ * and embeddings still go in between steps.
  */
 const SYNC_DECODE_MAX_ROWS = 64;
+/**
+ * The longest the loop runs decode steps back to back before giving I/O a turn. Only a timer
+ * lets Deno poll I/O (a message or `setImmediate` turn does not), and a zero timer costs about
+ * 2 ms, so the loop takes one when this much time has passed since the last, not every step.
+ */
+const IO_EVERY_MS = 10;
 const yieldToIo = () => new Promise<void>((r) => setTimeout(r, 0));
 
 export type GenRequest = {
@@ -481,6 +487,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
 
   async function loop(): Promise<void> {
     looping = true;
+    let lastIo = performance.now();
     try {
       while (running.length || waiting.length || exclusiveQueue.length) {
         while (exclusiveQueue.length) await exclusiveQueue.shift()!();
@@ -503,9 +510,17 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
           await new Promise((r) => setTimeout(r, 1));
           continue;
         }
-        const rc = n <= SYNC_DECODE_MAX_ROWS
-          ? (await yieldToIo(), decodeSync(m.llama, m.ctx, batch))
-          : await decode(m.llama, m.ctx, batch);
+        let rc: number;
+        if (n <= SYNC_DECODE_MAX_ROWS) {
+          if (performance.now() - lastIo >= IO_EVERY_MS) {
+            await yieldToIo();
+            lastIo = performance.now();
+          }
+          rc = decodeSync(m.llama, m.ctx, batch);
+        } else {
+          rc = await decode(m.llama, m.ctx, batch);
+          lastIo = performance.now();
+        }
         stats.decodeSteps++;
         if (rc !== 0) {
           // Only the sequences in this batch are affected; each is failed and its cells freed.
