@@ -32,6 +32,7 @@ import {
   refusalError,
   requestedGrammar,
   stopList,
+  streamErrorPayload,
   streamOptionsCheck,
   toSampling,
 } from "./openai_common.ts";
@@ -345,14 +346,7 @@ async function* streamChunks(
         yield chunk(job.index, "", ev.finishReason, wantLogprobs ? pending[i].splice(0) : null);
       } else {
         log({ error: ev.message }, 500);
-        yield JSON.stringify({
-          error: {
-            message: `generation failed: ${ev.message}`,
-            type: "server_error",
-            param: null,
-            code: null,
-          },
-        });
+        yield streamErrorPayload(ev.message);
         return;
       }
     }

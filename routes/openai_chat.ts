@@ -35,6 +35,7 @@ import {
   refusalError,
   requestedGrammar,
   stopList,
+  streamErrorPayload,
   streamOptionsCheck,
   toSampling,
 } from "./openai_common.ts";
@@ -256,14 +257,7 @@ async function* streamChunks(
       }
       if (ev.type === "error") {
         log({ error: ev.message }, 500);
-        yield JSON.stringify({
-          error: {
-            message: `generation failed: ${ev.message}`,
-            type: "server_error",
-            param: null,
-            code: null,
-          },
-        });
+        yield streamErrorPayload(ev.message);
         return;
       }
       const delta = chatDelta(ev);

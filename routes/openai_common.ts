@@ -218,6 +218,18 @@ export function streamOptionsCheck(
   return undefined;
 }
 
+/** The payload a stream ends with when generation fails midway (OpenAI's error shape). */
+export function streamErrorPayload(message: string): string {
+  return JSON.stringify({
+    error: {
+      message: `generation failed: ${message}`,
+      type: "server_error",
+      param: null,
+      code: null,
+    },
+  });
+}
+
 /** Interleaves several event streams, tagging each event with its stream's position. */
 export async function* merge<T>(streams: AsyncIterable<T>[]): AsyncGenerator<[number, T]> {
   const its = streams.map((s) => s[Symbol.asyncIterator]());

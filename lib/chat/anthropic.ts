@@ -26,6 +26,7 @@ import {
   type Part,
   type ToolChoice,
   type ToolSpec,
+  toolSpec,
   type Turn,
 } from "./conversation.ts";
 import type { ChatEvent, CollectedReply } from "./generation.ts";
@@ -161,16 +162,16 @@ export function anthropicTools(tools: AnthropicTool[] | undefined, ignored: stri
       ignored.push(`tools[${i}] (${String(t.type)})`);
       return;
     }
-    if (typeof t.name !== "string") throw chatInputError(`tools[${i}].name`, "is required");
-    const schema = t.input_schema;
-    if (typeof schema !== "object" || schema === null || Array.isArray(schema)) {
-      throw chatInputError(`tools[${i}].input_schema`, "must be a JSON Schema object");
-    }
-    out.push({
-      name: t.name,
-      ...(typeof t.description === "string" ? { description: t.description } : {}),
-      parameters: schema as Record<string, unknown>,
-    });
+    out.push(toolSpec(
+      `tools[${i}]`,
+      {
+        name: t.name,
+        description: t.description,
+        schema: t.input_schema,
+      },
+      "input_schema",
+      true,
+    ));
   });
   return out;
 }

@@ -91,6 +91,29 @@ export function isChatInputError(e: unknown): e is ChatInputError {
   return e instanceof Error && (e as Partial<ChatInputError>).chatInput === true;
 }
 
+/**
+ * A tool spec from one dialect's fields, checked the same way for all three: `at` is the wire
+ * path of the tool (`tools[2].function`), the name must be a string, and the schema an object;
+ * an absent schema means "any arguments object" unless the dialect requires one.
+ */
+export function toolSpec(
+  at: string,
+  fields: { name: unknown; description: unknown; schema: unknown },
+  schemaKey: string,
+  schemaRequired = false,
+): ToolSpec {
+  if (typeof fields.name !== "string") throw chatInputError(`${at}.name`, "is required");
+  const schema = fields.schema ?? (schemaRequired ? undefined : { type: "object", properties: {} });
+  if (typeof schema !== "object" || schema === null || Array.isArray(schema)) {
+    throw chatInputError(`${at}.${schemaKey}`, "must be a JSON Schema object");
+  }
+  return {
+    name: fields.name,
+    ...(typeof fields.description === "string" ? { description: fields.description } : {}),
+    parameters: schema as Record<string, unknown>,
+  };
+}
+
 /** A fresh id for a tool call, in the dialect's style (`call_…`, `toolu_…`). */
 export function newCallId(prefix = "call_"): string {
   return prefix + crypto.randomUUID().replaceAll("-", "").slice(0, 24);

@@ -19,6 +19,7 @@ import {
   type Part,
   type ToolChoice,
   type ToolSpec,
+  toolSpec,
   type Turn,
 } from "./conversation.ts";
 import type { ChatEvent, CollectedReply } from "./generation.ts";
@@ -88,18 +89,12 @@ export function openaiTools(
       ignored.push(`tools[${i}] (${t.type})`);
       return;
     }
-    const f = t.function;
-    if (!f || typeof f.name !== "string") {
-      throw chatInputError(`tools[${i}].function.name`, "is required");
-    }
-    if (f.parameters !== undefined && (typeof f.parameters !== "object" || f.parameters === null)) {
-      throw chatInputError(`tools[${i}].function.parameters`, "must be a JSON Schema object");
-    }
-    out.push({
+    const f = t.function ?? {};
+    out.push(toolSpec(`tools[${i}].function`, {
       name: f.name,
-      ...(typeof f.description === "string" ? { description: f.description } : {}),
-      parameters: (f.parameters as Record<string, unknown>) ?? { type: "object", properties: {} },
-    });
+      description: f.description,
+      schema: f.parameters,
+    }, "parameters"));
   });
   return out;
 }

@@ -20,6 +20,7 @@ import {
   type Part,
   type ToolChoice,
   type ToolSpec,
+  toolSpec,
   type Turn,
 } from "./conversation.ts";
 import type { ChatEvent, CollectedReply } from "./generation.ts";
@@ -80,16 +81,11 @@ export function responsesTools(
       ignored.push(`tools[${i}] (${String(t.type)})`);
       return;
     }
-    if (typeof t.name !== "string") throw chatInputError(`tools[${i}].name`, "is required");
-    const params = t.parameters ?? { type: "object", properties: {} };
-    if (typeof params !== "object" || params === null || Array.isArray(params)) {
-      throw chatInputError(`tools[${i}].parameters`, "must be a JSON Schema object");
-    }
-    out.push({
+    out.push(toolSpec(`tools[${i}]`, {
       name: t.name,
-      ...(typeof t.description === "string" ? { description: t.description } : {}),
-      parameters: params as Record<string, unknown>,
-    });
+      description: t.description,
+      schema: t.parameters,
+    }, "parameters"));
   });
   return out;
 }
