@@ -21,8 +21,10 @@
  * @module
  */
 import {
+  attachThreadpool,
   chainAdd,
   type ContextPtr,
+  createThreadpool,
   decode,
   decodeSync,
   freeContext,
@@ -39,6 +41,7 @@ import {
   samplers,
   samplerSample,
   setBatchSize,
+  type Threadpool,
 } from "../ffi/mod.ts";
 import { makeModel } from "../lib/gguf/mod.ts";
 import { startServer } from "../tests/support/server.ts";
@@ -270,11 +273,11 @@ function promptIds(n: number, variant = 0): number[] {
 
 // ---------------------------------------------------------------- the library limit
 
-type Lib = { llama: Llama; model: ModelPtr; threads: number };
+type Lib = { llama: Llama; model: ModelPtr; threads: number; pool?: Threadpool };
 
 function contextFor(lib: Lib, nCtx: number, nSeqMax: number): ContextPtr {
   // The server's own settings (lib/engine/model.ts), so both decode the same graphs.
-  return newContext(lib.llama, lib.model, {
+  const ctx = newContext(lib.llama, lib.model, {
     n_ctx: nCtx,
     n_batch: 2048,
     n_ubatch: 512,
@@ -283,6 +286,8 @@ function contextFor(lib: Lib, nCtx: number, nSeqMax: number): ContextPtr {
     n_threads_batch: lib.threads,
     no_perf: true,
   });
+  if (lib.pool) attachThreadpool(lib.llama, ctx, lib.pool);
+  return ctx;
 }
 
 function greedyChain(llama: Llama): SamplerPtr {
@@ -649,7 +654,12 @@ if (import.meta.main) {
   );
 
   const llama = openLlama();
-  const lib: Lib = { llama, model: await loadModel(llama, path, {}), threads };
+  const lib: Lib = {
+    llama,
+    model: await loadModel(llama, path, {}),
+    threads,
+    pool: createThreadpool(llama, { threads, poll: 50 }),
+  };
   let single: { library: Speeds; server: Speeds } | undefined;
   const limits: LibLimit[] = [];
   try {
@@ -680,6 +690,7 @@ if (import.meta.main) {
     }
   } finally {
     freeModel(llama, lib.model);
+    lib.pool?.free();
   }
 
   // Prompt variants are unique across the whole run, so no request can hit a cached prefix.

@@ -355,6 +355,34 @@ export function decodeSync(llama: Llama, ctx: ContextPtr, b: Batch): number {
   return llama.sym.llama_decode_sync(ctx, b.struct);
 }
 
+/**
+ * Makes `chain` sample sequence `seq` inside the decode graph (backend sampling), or detaches
+ * it (`null`). False when the chain cannot run there (the sequence then samples on the CPU).
+ * Changing the set of attached chains makes the next decode reserve its graph again.
+ */
+export function setBackendSampler(
+  llama: Llama,
+  ctx: ContextPtr,
+  seq: number,
+  chain: SamplerPtr | null,
+): boolean {
+  return llama.sym.llama_set_sampler(ctx, seq, chain);
+}
+
+/** The token the backend sampler chose for batch row `i` (-1 when it chose none). */
+export function sampledToken(llama: Llama, ctx: ContextPtr, i: number): number {
+  return llama.sym.llama_get_sampled_token_ith(ctx, i);
+}
+
+/**
+ * Resolves after a round trip through a blocking-pool thread that does nothing: the cheapest way
+ * to let Deno's event loop poll I/O between two synchronous steps (about 0.1 ms; a zero timer is
+ * clamped to 1 ms and costs 1-2 ms, and a message or `setImmediate` turn does not poll I/O).
+ */
+export function ioTurn(llama: Llama): Promise<unknown> {
+  return llama.sym.llama_time_us_async();
+}
+
 /** Logits row of batch position `i` as a view (valid until the next decode). */
 export function logitsIth(llama: Llama, ctx: ContextPtr, i: number, nVocab: number): Float32Array {
   const p = llama.sym.llama_get_logits_ith(ctx, i);

@@ -29,6 +29,10 @@ export const ggmlSymbols = {
   ggml_backend_load_all_from_path: { parameters: [buf], result: "void" },
   ggml_backend_dev_count: { parameters: [], result: "usize" },
   ggml_backend_reg_count: { parameters: [], result: "usize" },
+  ggml_backend_dev_by_type: { parameters: ["i32"], result: ptr },
+  ggml_backend_dev_backend_reg: { parameters: [ptr], result: ptr },
+  ggml_backend_reg_get_proc_address: { parameters: [ptr, buf], result: ptr },
+  ggml_threadpool_params_init: { parameters: [buf, "i32"], result: "void" },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** Symbols of `libllama`: lifecycle, batch, decode, memory, vocab, samplers, state, quantize. */
@@ -59,6 +63,11 @@ export const llamaSymbols = {
   llama_max_devices: { parameters: [], result: "usize" },
   llama_max_parallel_sequences: { parameters: [], result: "usize" },
   llama_time_us: { parameters: [], result: "i64" },
+  // A call that does nothing on a blocking-pool thread: awaiting it lets the event loop poll I/O
+  // for about 0.1 ms, where a zero timer takes 1-2 ms.
+  llama_time_us_async: { name: "llama_time_us", parameters: [], result: "i64", nonblocking: true },
+  llama_attach_threadpool: { parameters: [ptr, ptr, ptr], result: "void" },
+  llama_detach_threadpool: { parameters: [ptr], result: "void" },
 
   // context facts
   llama_n_ctx: { parameters: [ptr], result: "u32" },
@@ -167,6 +176,9 @@ export const llamaSymbols = {
   llama_sampler_reset: { parameters: [ptr], result: "void" },
   llama_sampler_clone: { parameters: [ptr], result: ptr },
   llama_sampler_free: { parameters: [ptr], result: "void" },
+  // backend sampling: a sequence's chain computed inside the decode graph
+  llama_set_sampler: { parameters: [ptr, "i32", ptr], result: "bool" },
+  llama_get_sampled_token_ith: { parameters: [ptr, "i32"], result: "i32" },
   llama_sampler_sample: { parameters: [ptr, ptr, "i32"], result: "i32" },
   llama_sampler_get_seed: { parameters: [ptr], result: "u32" },
   llama_sampler_init_greedy: { parameters: [], result: ptr },

@@ -58,6 +58,8 @@ export function renderMetrics(
     promptTokensTotal: 0,
     generatedTokensTotal: 0,
     decodeSteps: 0,
+    backendSampledTotal: 0,
+    loopMs: { decode: 0, sample: 0, io: 0, other: 0 },
   };
   // The rate covers the time since the previous scrape, so each scrape sees fresh throughput.
   let rate = 0;
@@ -81,6 +83,18 @@ export function renderMetrics(
     "",
     s.decodeSteps,
   ]]);
+  metric(
+    "hearth_backend_sampled_tokens_total",
+    "counter",
+    "Tokens sampled inside the decode graph (backend sampling).",
+    [["", s.backendSampledTotal]],
+  );
+  metric(
+    "hearth_engine_loop_seconds_total",
+    "counter",
+    "Scheduler loop time by phase (decode, sample, io, other).",
+    Object.entries(s.loopMs).map(([phase, ms]) => [`phase="${phase}"`, ms / 1000]),
+  );
   metric("hearth_sequences_running", "gauge", "Sequences being decoded.", [["", s.running]]);
   metric("hearth_queue_length", "gauge", "Requests waiting for a free sequence.", [[
     "",

@@ -11,8 +11,10 @@
  * @module
  */
 import {
+  attachThreadpool,
   contextInfo,
   type ContextPtr,
+  createThreadpool,
   freeContext,
   freeModel,
   isEog,
@@ -26,6 +28,7 @@ import {
   newContext,
   openLlama,
   type Pointer,
+  type Threadpool,
   type VocabInfo,
   vocabInfo,
   type VocabPtr,
@@ -70,6 +73,8 @@ export type EngineModel = {
   nBatch: number;
   maxBatch: number;
   path: string;
+  /** ggml's CPU threadpool for this context (kept warm between decodes). */
+  threadpool?: Threadpool;
 };
 
 export async function loadEngineModel(o: LoadOptions): Promise<EngineModel> {
@@ -93,6 +98,10 @@ export async function loadEngineModel(o: LoadOptions): Promise<EngineModel> {
       embeddings: o.embeddings ?? false,
       no_perf: true,
     });
+    // ggml's default poll level, as llama-server uses: workers spin briefly after a graph, so
+    // the next step (a few hundred microseconds of sampling away) finds them awake.
+    const pool = createThreadpool(llama, { threads, poll: 50 });
+    if (pool) attachThreadpool(llama, ctx, pool);
     const vocab = modelVocab(llama, model);
     const vInfo = vocabInfo(llama, vocab);
     const eogTokens: number[] = [];
@@ -112,6 +121,7 @@ export async function loadEngineModel(o: LoadOptions): Promise<EngineModel> {
       nBatch: cInfo.nBatch,
       maxBatch: cInfo.nSeqMax,
       path: o.path,
+      threadpool: pool,
     };
   } catch (e) {
     freeModel(llama, model);
@@ -121,5 +131,6 @@ export async function loadEngineModel(o: LoadOptions): Promise<EngineModel> {
 
 export function unloadEngineModel(m: EngineModel): void {
   freeContext(m.llama, m.ctx);
+  m.threadpool?.free();
   freeModel(m.llama, m.model);
 }

@@ -56,7 +56,7 @@ export function buildSamplerChain(
   const chain = samplerChain(llama);
   const bias = [...s.logitBias, ...banned.map((t): [number, number] => [t, -Infinity])];
   if (bias.length) chainAdd(llama, chain, make.logitBias(nVocab, bias));
-  if (s.repetitionPenalty !== 1 || s.frequencyPenalty !== 0 || s.presencePenalty !== 0) {
+  if (!isNeutralPenalty(s)) {
     chainAdd(
       llama,
       chain,
@@ -79,4 +79,19 @@ export function buildSamplerChain(
   chainAdd(llama, chain, make.temp(s.temperature));
   chainAdd(llama, chain, make.dist(s.seed));
   return chain;
+}
+
+/** Whether the penalties are all off (no penalty sampler in the chain). */
+export function isNeutralPenalty(s: Sampling): boolean {
+  return s.repetitionPenalty === 1 && s.frequencyPenalty === 0 && s.presencePenalty === 0;
+}
+
+/**
+ * Whether llama.cpp's decode graph can run this chain cheaply (backend sampling): every sampler
+ * the chain uses has a graph form, but top-p and min-p over the whole vocabulary sort 128k
+ * logits in the graph, so without a top-k in front they stay on the CPU.
+ */
+export function backendSamplingFits(s: Sampling): boolean {
+  if (s.temperature <= 0) return true;
+  return s.topK > 0 || (s.topP >= 1 && s.minP <= 0);
 }

@@ -23,12 +23,16 @@ import {
   type Batch,
   decode,
   decodeSync,
+  ioTurn,
   logitsIth,
   memorySeqRm,
   newBatch,
+  sampledToken,
+  samplerAccept,
   samplerFree,
   type SamplerPtr,
   samplerSample,
+  setBackendSampler,
   setBatchSize,
   tokenToPiece,
 } from "../../ffi/mod.ts";
@@ -42,26 +46,23 @@ import {
 import { logSoftmaxTop, type TokenLogprob, type TopTokenLogprob } from "./logprobs.ts";
 import type { EngineModel } from "./model.ts";
 import type { GrammarTriggers } from "./triggers.ts";
-import { buildSamplerChain, type Sampling } from "./sampling.ts";
+import {
+  backendSamplingFits,
+  buildSamplerChain,
+  isNeutralPenalty,
+  type Sampling,
+} from "./sampling.ts";
 import { endText, newTextStream, pushPiece, type TextStream } from "./text_stream.ts";
 
 /**
  * Steps of at most this many rows are decoded on the JS thread; bigger ones (prompt chunks) go
  * to a blocking-pool thread so HTTP stays responsive through them. Measured on 2 cores with the
  * `small` preset: the hop to the pool thread and back costs about 10 ms a step, which at
- * concurrency 1 was 45 tok/s against 68-72 with the step on this thread (llama-server: 74-81);
- * at 32, 188 against 203-211. A decode step blocks the event loop for its own length only: the
- * loop gives I/O a turn at least every `IO_EVERY_MS`, so SSE writes, new requests, disconnects
- * and embeddings still go in between steps.
+ * concurrency 1 was 45 tok/s against 68-72 with the step on this thread. Between two steps the
+ * loop gives I/O one turn (`ioTurn`, ~0.1 ms), so every token's SSE write, new requests,
+ * disconnects and embeddings go in between steps.
  */
 const SYNC_DECODE_MAX_ROWS = 64;
-/**
- * The longest the loop runs decode steps back to back before giving I/O a turn. Only a timer
- * lets Deno poll I/O (a message or `setImmediate` turn does not), and a zero timer costs about
- * 2 ms, so the loop takes one when this much time has passed since the last, not every step.
- */
-const IO_EVERY_MS = 10;
-const yieldToIo = () => new Promise<void>((r) => setTimeout(r, 0));
 
 export type GenRequest = {
   prompt: Int32Array;
@@ -138,6 +139,14 @@ export type EngineStats = {
   promptTokensTotal: number;
   generatedTokensTotal: number;
   decodeSteps: number;
+  /** Tokens sampled inside the decode graph (backend sampling). */
+  backendSampledTotal: number;
+  /**
+   * Where the loop's time went since start, in ms: `decode` (llama_decode), `sample` (sampling,
+   * detokenizing, stop strings, events), `io` (turns given to the event loop between steps),
+   * `other` (admission, batch packing, prompt scoring).
+   */
+  loopMs: { decode: number; sample: number; io: number; other: number };
 };
 
 export type Scheduler = {
@@ -156,6 +165,8 @@ type Seq = {
   req: GenRequest;
   out: Channel<GenEvent>;
   chain?: SamplerPtr;
+  /** The chain runs inside the decode graph: no logits row is copied out for this sequence. */
+  backend: boolean;
   grammar?: SeqGrammar;
   fed: number; // prompt tokens already in the KV cache
   pos: number; // next position
@@ -182,6 +193,8 @@ export type SchedulerOptions = {
   stepBudget?: number;
   /** Requests allowed to wait for a free sequence before `busy` refusals. */
   maxWaiting?: number;
+  /** Sample in the decode graph where a request allows it (default true). */
+  backendSampling?: boolean;
 };
 
 export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Scheduler {
@@ -191,11 +204,21 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
   const freeSlots = Array.from({ length: m.maxBatch }, (_, i) => m.maxBatch - 1 - i);
   const running: Seq[] = [];
   const waiting: Seq[] = [];
-  const stats = { promptTokensTotal: 0, generatedTokensTotal: 0, decodeSteps: 0 };
+  const stats = {
+    promptTokensTotal: 0,
+    generatedTokensTotal: 0,
+    decodeSteps: 0,
+    backendSampledTotal: 0,
+  };
+  const loopMs = { decode: 0, sample: 0, io: 0, other: 0 };
   // What each slot's KV cells hold, in order: kept after a request ends so the next request
   // with the same prefix (a system prompt, a growing conversation) skips recomputing it.
   const slotTokens: number[][] = Array.from({ length: m.maxBatch }, () => []);
   const exclusiveQueue: (() => Promise<void>)[] = [];
+  /** Stateless chains left attached to idle slots for the next request (see attachChain). */
+  const slotKept: ({ chain: SamplerPtr; key: string } | undefined)[] = new Array(m.maxBatch)
+    .fill(undefined);
+  const backendSampling = opts.backendSampling ?? true;
   let looping = false;
   let idleWaiters: (() => void)[] = [];
 
@@ -221,6 +244,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
       slot: -1,
       req,
       out: newChannel<GenEvent>(() => wakeLoop()),
+      backend: false,
       fed: 0,
       pos: 0,
       pending: -1,
@@ -304,8 +328,12 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
 
   /** Frees the sequence; `keepCache` leaves its KV cells for prefix reuse. */
   function release(seq: Seq, keepCache = false): void {
-    if (seq.chain) samplerFree(m.llama, seq.chain);
+    if (seq.chain && slotKept[seq.slot]?.chain !== seq.chain) {
+      if (seq.backend) setBackendSampler(m.llama, m.ctx, seq.slot, null);
+      samplerFree(m.llama, seq.chain);
+    }
     seq.chain = undefined;
+    seq.backend = false;
     if (seq.grammar) freeGrammarSampler(m, seq.grammar);
     seq.grammar = undefined;
     if (seq.slot >= 0) {
@@ -353,6 +381,39 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
     return { slot, common: bestLen };
   }
 
+  /**
+   * Builds the sequence's sampler chain and, when the request allows it, hands it to the decode
+   * graph (backend sampling). A stateless chain (greedy without penalties) stays attached to its
+   * slot after the request and serves the next request that would build the same one, because
+   * attaching or detaching a chain makes llama.cpp reserve its graphs again on the next step.
+   */
+  function attachChain(seq: Seq): void {
+    const { req } = seq;
+    const banned = req.ignoreEos ? m.eogTokens : [];
+    const backend = backendSampling && !req.grammar && req.logprobs === undefined &&
+      req.promptLogprobs === undefined && backendSamplingFits(req.sampling);
+    const key = backend && req.sampling.temperature <= 0 && isNeutralPenalty(req.sampling)
+      ? JSON.stringify([req.sampling.logitBias, banned.length > 0])
+      : undefined;
+    const kept = slotKept[seq.slot];
+    if (kept && key !== undefined && kept.key === key) {
+      seq.chain = kept.chain;
+      seq.backend = true;
+      return;
+    }
+    if (kept) {
+      // The slot's kept chain would sample this request in the graph: take it off.
+      setBackendSampler(m.llama, m.ctx, seq.slot, null);
+      samplerFree(m.llama, kept.chain);
+      slotKept[seq.slot] = undefined;
+    }
+    seq.chain = buildSamplerChain(m.llama, m.nVocab, req.sampling, banned);
+    if (backend && setBackendSampler(m.llama, m.ctx, seq.slot, seq.chain)) {
+      seq.backend = true;
+      if (key !== undefined) slotKept[seq.slot] = { chain: seq.chain, key };
+    }
+  }
+
   function fail(seq: Seq, message: string): void {
     seq.out.push({ type: "error", message });
     seq.out.close();
@@ -369,12 +430,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
       const { slot, common } = takeSlot(seq.req.prompt);
       seq.slot = slot;
       try {
-        seq.chain = buildSamplerChain(
-          m.llama,
-          m.nVocab,
-          seq.req.sampling,
-          seq.req.ignoreEos ? m.eogTokens : [],
-        );
+        attachChain(seq);
         if (seq.req.grammar) {
           seq.grammar = newGrammarSampler(m, seq.req.grammar, seq.req.grammarTriggers);
         }
@@ -452,9 +508,18 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
         finish(seq, "length"); // only its prompt was to be scored
         continue;
       }
-      const token = seq.grammar
-        ? sampleConstrained(m, seq.chain!, seq.grammar, seq.logitIndex, seq.req.ignoreEos)
-        : samplerSample(m.llama, seq.chain!, m.ctx, seq.logitIndex);
+      let token: number | undefined;
+      if (seq.grammar) {
+        token = sampleConstrained(m, seq.chain!, seq.grammar, seq.logitIndex, seq.req.ignoreEos);
+      } else if (seq.backend) {
+        token = sampledToken(m.llama, m.ctx, seq.logitIndex);
+        if (token < 0) {
+          fail(seq, "the backend sampler returned no token");
+          continue;
+        }
+        samplerAccept(m.llama, seq.chain!, token);
+        stats.backendSampledTotal++;
+      } else token = samplerSample(m.llama, seq.chain!, m.ctx, seq.logitIndex);
       // Nothing the grammar allows is left: the constrained output is complete.
       if (token === undefined) {
         finish(seq, "stop");
@@ -487,7 +552,13 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
 
   async function loop(): Promise<void> {
     looping = true;
-    let lastIo = performance.now();
+    let t = performance.now();
+    /** Adds the time since the last mark to `phase`. */
+    const mark = (phase: keyof typeof loopMs) => {
+      const now = performance.now();
+      loopMs[phase] += now - t;
+      t = now;
+    };
     try {
       while (running.length || waiting.length || exclusiveQueue.length) {
         while (exclusiveQueue.length) await exclusiveQueue.shift()!();
@@ -504,23 +575,21 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
         }
         admit();
         const n = pack();
+        mark("other");
         if (n === 0) {
           if (!running.length && !waiting.length) continue;
           // Everything left is waiting for a slot that a cancelled consumer has not freed yet.
           await new Promise((r) => setTimeout(r, 1));
+          mark("io");
           continue;
         }
         let rc: number;
         if (n <= SYNC_DECODE_MAX_ROWS) {
-          if (performance.now() - lastIo >= IO_EVERY_MS) {
-            await yieldToIo();
-            lastIo = performance.now();
-          }
           rc = decodeSync(m.llama, m.ctx, batch);
         } else {
           rc = await decode(m.llama, m.ctx, batch);
-          lastIo = performance.now();
         }
+        mark("decode");
         stats.decodeSteps++;
         if (rc !== 0) {
           // Only the sequences in this batch are affected; each is failed and its cells freed.
@@ -531,7 +600,13 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
           continue;
         }
         scorePrompts();
+        mark("other");
         sampleAll();
+        mark("sample");
+        // The events just pushed reach their sockets, and new requests get in, before the next
+        // step blocks the thread again.
+        if (n <= SYNC_DECODE_MAX_ROWS) await ioTurn(m.llama);
+        mark("io");
       }
     } finally {
       looping = false;
@@ -583,6 +658,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
       waiting: waiting.length,
       kvUsage: kvUsage(),
       ...stats,
+      loopMs: { ...loopMs },
     }),
     idle: () =>
       looping || running.length || waiting.length

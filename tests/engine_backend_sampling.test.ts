@@ -1,0 +1,98 @@
+// Backend sampling (the chain computed inside llama.cpp's decode graph) against the CPU chain:
+// greedy output is identical, seeded output is reproducible, requests that need logits (logprobs,
+// grammars) share steps with backend-sampled ones, and a slot's kept chain never leaks into the
+// next request's sampling.
+import assert from "node:assert/strict";
+import { loadEngineModel, unloadEngineModel } from "../lib/engine/model.ts";
+import { defaultSampling, type Sampling } from "../lib/engine/sampling.ts";
+import { createScheduler, type GenEvent, type GenRequest } from "../lib/engine/scheduler.ts";
+import { tinyModelPath } from "./support/models.ts";
+
+async function text(events: AsyncIterable<GenEvent>): Promise<string> {
+  let t = "";
+  for await (const ev of events) {
+    if (ev.type === "text") t += ev.text;
+    if (ev.type === "error") throw new Error(ev.message);
+  }
+  return t;
+}
+
+const prompts = [[128000, 9906, 1917], [128000, 791, 6864, 315], [128000, 13347]];
+
+function req(prompt: number[], sampling: Partial<Sampling>, extra: Partial<GenRequest> = {}) {
+  return {
+    prompt: Int32Array.from(prompt),
+    maxTokens: 16,
+    sampling: { ...defaultSampling(), seed: 7, ...sampling },
+    stop: [],
+    ignoreEos: true,
+    ...extra,
+  };
+}
+
+Deno.test("backend sampling: same greedy tokens as the CPU chain, kept chains do not leak", async () => {
+  const m = await loadEngineModel({ path: await tinyModelPath(), maxBatch: 4, maxSeqLen: 256 });
+  try {
+    // The CPU scheduler runs first: it never attaches a chain to the context.
+    const cpu = createScheduler(m, { backendSampling: false });
+    const greedy = await Promise.all(
+      prompts.map((p) => text(cpu.submit(req(p, { temperature: 0 })))),
+    );
+    const firstPiece = await text(
+      cpu.submit(req(prompts[0], { temperature: 0 }, { maxTokens: 1 })),
+    );
+    await cpu.idle();
+    assert.equal(cpu.stats().backendSampledTotal, 0);
+
+    const gpu = createScheduler(m);
+    const batched = await Promise.all(
+      prompts.map((p) => text(gpu.submit(req(p, { temperature: 0 })))),
+    );
+    assert.deepEqual(batched, greedy);
+    assert.ok(gpu.stats().backendSampledTotal >= 3 * 16);
+
+    // A request that needs logits (logprobs) in the same steps as backend-sampled ones.
+    const mixed = await Promise.all([
+      text(gpu.submit(req(prompts[0], { temperature: 0 }, { logprobs: 2 }))),
+      text(gpu.submit(req(prompts[1], { temperature: 0 }))),
+    ]);
+    assert.deepEqual(mixed, [greedy[0], greedy[1]]);
+
+    // The slots now keep greedy chains; a request with another chain (a bias against the
+    // greedy first token) must not be sampled by the kept one.
+    const ids = await gpu.submit(
+      req(prompts[0], { temperature: 0 }, { maxTokens: 1, logprobs: 0 }),
+    );
+    let first = -1;
+    for await (const ev of ids) if (ev.type === "done") first = ev.tokens![0];
+    assert.ok(first >= 0);
+    const biased = await text(
+      gpu.submit(req(prompts[0], { temperature: 0, logitBias: [[first, -100]] }, { maxTokens: 1 })),
+    );
+    assert.notEqual(biased, firstPiece);
+    // And plain greedy afterwards is back to the reference.
+    assert.equal(await text(gpu.submit(req(prompts[0], { temperature: 0 }))), greedy[0]);
+    await gpu.idle();
+  } finally {
+    unloadEngineModel(m);
+  }
+});
+
+Deno.test("backend sampling: a seeded sampled run is reproducible and batch-independent", async () => {
+  const m = await loadEngineModel({ path: await tinyModelPath(), maxBatch: 4, maxSeqLen: 256 });
+  try {
+    const eng = createScheduler(m);
+    const s = { temperature: 0.9, topK: 40 };
+    const solo: string[] = [];
+    for (const p of prompts) solo.push(await text(eng.submit(req(p, s))));
+    const again = await Promise.all(prompts.map((p) => text(eng.submit(req(p, s)))));
+    assert.deepEqual(again, solo);
+    const before = eng.stats().backendSampledTotal;
+    const other = await text(eng.submit(req(prompts[0], { ...s, seed: 8 })));
+    assert.ok(eng.stats().backendSampledTotal > before);
+    assert.equal(typeof other, "string");
+    await eng.idle();
+  } finally {
+    unloadEngineModel(m);
+  }
+});
