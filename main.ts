@@ -205,10 +205,14 @@ async function serve(argv: string[]): Promise<void> {
         console.error(`hearth: the model's chat template does not parse: ${(e as Error).message}`);
       }
     }
-    state.engine = createScheduler(model, { maxWaiting: config.maxQueue ?? config.maxBatch * 8 });
+    state.engine = createScheduler(model, {
+      maxWaiting: config.maxQueue ?? config.maxBatch * 8,
+      draftTokens: config.mtp,
+    });
     console.error(
       `hearth: model ready: ${model.info.description}, context ${model.nCtxSeq} per sequence, ` +
-        `${model.maxBatch} sequences`,
+        `${model.maxBatch} sequences` +
+        (config.mtp > 0 ? `, speculative decoding: ${config.mtp} prompt-lookup drafts` : ""),
     );
   } catch (e) {
     state.loadError = (e as Error).message;

@@ -23,7 +23,6 @@ const exitsTwo: [string[], RegExp][] = [
   [["serve", "--ui-server=yes"], /--ui-server takes no value/],
   [["serve", "--port", "9000", "--port", "9001"], /--port given twice/],
   [["serve", "stray"], /unexpected argument "stray"/],
-  [["serve", "--mtp", "2"], /--mtp .* not implemented yet/],
   [["serve", "--graph-batch", "1,2,4"], /--graph-batch needs a GPU/],
   [["serve", "--num-ranks", "2"], /ranks .* not supported by this build/],
   [["serve", "--master-addr", "10.0.0.1:29500"], /not supported by this build/],

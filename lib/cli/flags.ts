@@ -314,7 +314,6 @@ export function unsupportedFlag(c: ServeConfig, gpu: boolean): string | undefine
     return "multi-GPU / multi-node ranks (--num-ranks, --local-num-ranks, --rank-offset, " +
       "--master-addr) are not supported by this build: it runs one rank";
   }
-  if (c.mtp > 0) return "--mtp (speculative decoding) is not implemented yet";
   if (c.pdConfig) return "--pd-config (prefill/decode split) is not implemented yet";
   if (c.mcpConfig) return "--mcp-config is not implemented yet";
   if (c.uiServer) return "--ui-server (web UI) is not implemented yet";

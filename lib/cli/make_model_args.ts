@@ -1,7 +1,7 @@
 /**
  * Flags of `make-model`: `--preset tiny|small --out PATH [--embedding] [--dtype f32|f16|q8_0]
- * [--seed N] [--chat-format llama3|hermes|mistral|qwen3-coder] [--reply-length N]`, validated with
- * Zod like the serve flags.
+ * [--seed N] [--chat-format llama3|hermes|mistral|qwen3-coder] [--reply-length N] [--mtp-layers 1]`,
+ * validated with Zod like the serve flags.
  *
  * @example
  * ```ts
@@ -24,6 +24,8 @@ const schema = z.strictObject({
   replyLength: z.string().regex(/^\d+$/, "--reply-length must be a whole number of tokens")
     .transform(Number).refine((n) => n >= 2 && n <= 100000, "--reply-length must be 2..100000")
     .optional(),
+  mtpLayers: z.string().regex(/^1$/, "--mtp-layers must be 1 (one MTP head)").transform(Number)
+    .optional(),
 });
 
 export type MakeModelOptions = z.output<typeof schema>;
@@ -41,10 +43,12 @@ export function parseMakeModelArgs(
     const camel: Record<string, string> = {
       "chat-format": "chatFormat",
       "reply-length": "replyLength",
+      "mtp-layers": "mtpLayers",
     };
     const key = camel[flag] ?? flag;
     if (
-      !["preset", "out", "embedding", "dtype", "seed", "chatFormat", "replyLength"].includes(key) ||
+      !["preset", "out", "embedding", "dtype", "seed", "chatFormat", "replyLength", "mtpLayers"]
+        .includes(key) ||
       !name.startsWith("--") || Object.values(camel).includes(flag)
     ) {
       return { ok: false, message: `make-model: unknown argument ${name}` };

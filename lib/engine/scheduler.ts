@@ -52,6 +52,7 @@ import {
   isNeutralPenalty,
   type Sampling,
 } from "./sampling.ts";
+import { lookupDraft } from "./lookup.ts";
 import { endText, newTextStream, pushPiece, type TextStream } from "./text_stream.ts";
 
 /**
@@ -63,6 +64,7 @@ import { endText, newTextStream, pushPiece, type TextStream } from "./text_strea
  * disconnects and embeddings go in between steps.
  */
 const SYNC_DECODE_MAX_ROWS = 64;
+const NO_DRAFTS: number[] = [];
 
 export type GenRequest = {
   prompt: Int32Array;
@@ -141,6 +143,9 @@ export type EngineStats = {
   decodeSteps: number;
   /** Tokens sampled inside the decode graph (backend sampling). */
   backendSampledTotal: number;
+  /** Speculative decoding: draft tokens decoded, and those the target's samples agreed with. */
+  draftTokensTotal: number;
+  draftAcceptedTotal: number;
   /**
    * Where the loop's time went since start, in ms: `decode` (llama_decode), `sample` (sampling,
    * detokenizing, stop strings, events), `io` (turns given to the event loop between steps),
@@ -171,6 +176,8 @@ type Seq = {
   fed: number; // prompt tokens already in the KV cache
   pos: number; // next position
   pending: number; // sampled token not yet decoded (-1 none)
+  /** Draft tokens decoded after `pending` in this step, to verify against its rows. */
+  drafts: number[];
   logitIndex: number; // batch row to sample from after this step (-1 none)
   generated: number;
   cached: number;
@@ -195,6 +202,11 @@ export type SchedulerOptions = {
   maxWaiting?: number;
   /** Sample in the decode graph where a request allows it (default true). */
   backendSampling?: boolean;
+  /**
+   * Speculative decoding: up to this many draft tokens per sequence and step, verified in the
+   * same batched decode (0: off). Drafts come from prompt lookup (`lookup.ts`).
+   */
+  draftTokens?: number;
 };
 
 export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Scheduler {
@@ -209,6 +221,8 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
     generatedTokensTotal: 0,
     decodeSteps: 0,
     backendSampledTotal: 0,
+    draftTokensTotal: 0,
+    draftAcceptedTotal: 0,
   };
   const loopMs = { decode: 0, sample: 0, io: 0, other: 0 };
   // What each slot's KV cells hold, in order: kept after a request ends so the next request
@@ -218,7 +232,10 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
   /** Stateless chains left attached to idle slots for the next request (see attachChain). */
   const slotKept: ({ chain: SamplerPtr; key: string } | undefined)[] = new Array(m.maxBatch)
     .fill(undefined);
-  const backendSampling = opts.backendSampling ?? true;
+  const draftTokens = opts.draftTokens ?? 0;
+  // A verified draft needs logits for several rows of one sequence in a step; llama.cpp's
+  // backend samplers give one row per sequence, so speculative sequences sample on the CPU.
+  const backendSampling = (opts.backendSampling ?? true) && draftTokens === 0;
   let looping = false;
   let idleWaiters: (() => void)[] = [];
 
@@ -245,6 +262,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
       req,
       out: newChannel<GenEvent>(() => wakeLoop()),
       backend: false,
+      drafts: NO_DRAFTS,
       fed: 0,
       pos: 0,
       pending: -1,
@@ -455,13 +473,34 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
   }
 
   /**
-   * Fills the batch; returns its size. Generating sequences get their token first; prompt chunks
-   * share what is left of the budget. Rows are written in ascending slot order (`running` is kept
-   * sorted) so llama.cpp can take the step in as few ubatches as possible.
+   * Fills the batch; returns its size. Generating sequences get their token (and any drafts to
+   * verify) first; prompt chunks share what is left of the budget. Rows are written in ascending
+   * slot order (`running` is kept sorted) so llama.cpp can take the step in as few ubatches as
+   * possible.
    */
   function pack(): number {
     let prefillBudget = budget;
-    for (const seq of running) if (seq.pending >= 0) prefillBudget--;
+    for (const seq of running) {
+      if (seq.pending < 0) continue;
+      prefillBudget--;
+      seq.drafts = NO_DRAFTS;
+      if (draftTokens > 0 && prefillBudget > 0) {
+        // Never draft past what the request may still generate or the context can hold.
+        const room = Math.min(
+          draftTokens,
+          seq.req.maxTokens - seq.generated - 1,
+          m.nCtxSeq - seq.pos - 2,
+          prefillBudget,
+        );
+        if (room > 0) {
+          const history = slotTokens[seq.slot];
+          history.push(seq.pending);
+          seq.drafts = lookupDraft(history, room);
+          history.pop();
+          prefillBudget -= seq.drafts.length;
+        }
+      }
+    }
     let n = 0;
     for (const seq of running) {
       seq.logitIndex = -1;
@@ -470,6 +509,10 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
         seq.logitIndex = n++;
         seq.pos++;
         seq.pending = -1;
+        for (const d of seq.drafts) {
+          put(n++, d, seq.pos++, seq.slot, true);
+          stats.draftTokensTotal++;
+        }
         continue;
       }
       const left = seq.req.prompt.length - seq.fed;
@@ -500,6 +543,81 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
     batch.logits[i] = logits ? 1 : 0;
   }
 
+  /** Samples batch row `row` of `seq`; undefined when the grammar allows nothing more. */
+  function sampleRow(seq: Seq, row: number): number | undefined {
+    if (seq.grammar) {
+      return sampleConstrained(m, seq.chain!, seq.grammar, row, seq.req.ignoreEos);
+    }
+    if (seq.backend) {
+      const token = sampledToken(m.llama, m.ctx, row);
+      if (token < 0) throw new Error("the backend sampler returned no token");
+      samplerAccept(m.llama, seq.chain!, token);
+      stats.backendSampledTotal++;
+      return token;
+    }
+    return samplerSample(m.llama, seq.chain!, m.ctx, row);
+  }
+
+  /**
+   * Hands a sampled token to the request: end of generation, logprobs, text, stop strings and
+   * length. Returns whether the sequence goes on; `pos` is the position the token would take.
+   */
+  function takeToken(seq: Seq, token: number | undefined, row: number, pos: number): boolean {
+    // Nothing the grammar allows is left: the constrained output is complete.
+    if (token === undefined || (!seq.req.ignoreEos && m.eogTokens.includes(token))) {
+      finish(seq, "stop");
+      return false;
+    }
+    seq.generated++;
+    stats.generatedTokensTotal++;
+    if (seq.tokens) {
+      seq.tokens.push(token);
+      seq.out.push({ type: "logprobs", entries: [tokenLogprob(row, token, seq.req.logprobs!)] });
+    }
+    const { emit, stopped, stop } = pushPiece(
+      seq.text,
+      tokenToPiece(m.llama, m.vocab, token, false),
+    );
+    if (emit) seq.out.push({ type: "text", text: emit });
+    if (stopped) finish(seq, "stop", stop);
+    else if (seq.generated >= seq.req.maxTokens || pos + 1 >= m.nCtxSeq) finish(seq, "length");
+    else return true;
+    return false;
+  }
+
+  /**
+   * Samples a sequence's rows of this step. Row 0 holds the token sampled last step; rows 1..k
+   * hold drafts. The sample from row j is the real next token; while it equals draft j+1, row
+   * j+1 was computed on the right input and is sampled too. Every token is drawn from the chain
+   * exactly as without drafts (the same draws in the same order), so greedy and seeded output
+   * are unchanged; drafts only decide how many tokens one step yields. Cells of rejected drafts
+   * are removed.
+   */
+  function sampleSeq(seq: Seq): void {
+    const drafts = seq.drafts;
+    seq.drafts = NO_DRAFTS;
+    const slot = seq.slot;
+    const first = seq.pos - 1 - drafts.length; // position of row 0's token
+    let j = 0;
+    for (;; j++) {
+      const token = sampleRow(seq, seq.logitIndex + j);
+      if (!takeToken(seq, token, seq.logitIndex + j, first + j + 1)) break;
+      if (j < drafts.length && token === drafts[j]) {
+        stats.draftAcceptedTotal++;
+        continue;
+      }
+      seq.pending = token!;
+      break;
+    }
+    // Cells after row j hold drafts that the samples did not confirm.
+    const keep = first + j + 1;
+    if (drafts.length && slotTokens[slot].length > keep) {
+      memorySeqRm(m.llama, m.mem, slot, keep, -1);
+      slotTokens[slot].length = keep;
+    }
+    if (seq.slot >= 0) seq.pos = keep;
+  }
+
   function sampleAll(): void {
     for (const seq of [...running]) {
       if (seq.logitIndex < 0) continue;
@@ -508,45 +626,11 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
         finish(seq, "length"); // only its prompt was to be scored
         continue;
       }
-      let token: number | undefined;
-      if (seq.grammar) {
-        token = sampleConstrained(m, seq.chain!, seq.grammar, seq.logitIndex, seq.req.ignoreEos);
-      } else if (seq.backend) {
-        token = sampledToken(m.llama, m.ctx, seq.logitIndex);
-        if (token < 0) {
-          fail(seq, "the backend sampler returned no token");
-          continue;
-        }
-        samplerAccept(m.llama, seq.chain!, token);
-        stats.backendSampledTotal++;
-      } else token = samplerSample(m.llama, seq.chain!, m.ctx, seq.logitIndex);
-      // Nothing the grammar allows is left: the constrained output is complete.
-      if (token === undefined) {
-        finish(seq, "stop");
-        continue;
+      try {
+        sampleSeq(seq);
+      } catch (e) {
+        fail(seq, (e as Error).message);
       }
-      if (!seq.req.ignoreEos && m.eogTokens.includes(token)) {
-        finish(seq, "stop");
-        continue;
-      }
-      seq.generated++;
-      stats.generatedTokensTotal++;
-      if (seq.tokens) {
-        seq.tokens.push(token);
-        seq.out.push({
-          type: "logprobs",
-          entries: [tokenLogprob(seq.logitIndex, token, seq.req.logprobs!)],
-        });
-      }
-      const { emit, stopped, stop } = pushPiece(
-        seq.text,
-        tokenToPiece(m.llama, m.vocab, token, false),
-      );
-      if (emit) seq.out.push({ type: "text", text: emit });
-      if (stopped) finish(seq, "stop", stop);
-      else if (seq.generated >= seq.req.maxTokens || seq.pos + 1 >= m.nCtxSeq) {
-        finish(seq, "length");
-      } else seq.pending = token;
     }
   }
 

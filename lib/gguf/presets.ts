@@ -49,6 +49,7 @@ import {
 import { type TensorSpec, writeGguf } from "./writer.ts";
 import { applyChatFormat, CHAT_FORMATS, type ChatFormatName } from "./chat_formats.ts";
 import { endOfTurnIds, planReplyLength } from "./reply_length.ts";
+import { makeMtpModel } from "./mtp.ts";
 
 /** Names of the built-in presets. */
 export type PresetName = "tiny" | "small";
@@ -131,6 +132,11 @@ export type MakeModelOptions = {
    * answers that finish instead of running into the output limit. See `reply_length.ts`.
    */
   replyLength?: number;
+  /**
+   * Write a `glm4moe` model with this many multi-token-prediction (NextN) blocks after a
+   * one-block trunk, for speculative decoding tests (only 1 is supported). See `mtp.ts`.
+   */
+  mtpLayers?: number;
 };
 
 /** What {@linkcode makeModel} wrote. */
@@ -332,6 +338,7 @@ export async function makeModel(opts: MakeModelOptions): Promise<MakeModelResult
   ) {
     throw new Error(`unknown chat format "${opts.chatFormat}" (${CHAT_FORMATS.join(", ")})`);
   }
+  if (opts.mtpLayers) return makeMtpModel(opts);
   const seed = opts.seed ?? DEFAULT_SEED;
   const metadata = await modelMetadata(preset, { ...opts, dtype });
   const nVocab = metadata.get("llama.vocab_size")?.value as number;
