@@ -5,12 +5,7 @@
 import assert from "node:assert/strict";
 import { loadEngineModel, unloadEngineModel } from "../lib/engine/model.ts";
 import { defaultSampling, type Sampling } from "../lib/engine/sampling.ts";
-import {
-  createScheduler,
-  type GenEvent,
-  type GenRequest,
-  type Scheduler,
-} from "../lib/engine/scheduler.ts";
+import { createScheduler, type GenRequest, type Scheduler } from "../lib/engine/scheduler.ts";
 import { lookupDraft } from "../lib/engine/lookup.ts";
 import { tinyModelPath } from "./support/models.ts";
 import { mtpModelPath } from "./support/mtp_model.ts";
