@@ -46,6 +46,7 @@ import {
 import { makeModel } from "../lib/gguf/mod.ts";
 import { startServer } from "../tests/support/server.ts";
 import { sourceCacheDir } from "../tests/support/llama_source.ts";
+import { type SpeculativeRow, speculativeRows } from "./speculative.ts";
 import { buildLlamaServer, peerArgs, type PeerBuild, startLlamaServer } from "./peer.ts";
 
 const USAGE =
@@ -64,7 +65,8 @@ options of the inference benchmark:
   --max-seq-len N       context per sequence (default prompt+gen+1 rounded up to 64)
   --peer                also measure llama.cpp's llama-server (built once, ~5 min on 2 cores)
   --no-single           skip the single-sequence section
-  --no-constrained      skip the JSON-schema constrained vs unconstrained row`;
+  --no-constrained      skip the JSON-schema constrained rows
+  --no-speculative      skip the speculative decoding rows (in-process, --mtp 4)`;
 
 type Args = {
   model?: string;
@@ -79,6 +81,7 @@ type Args = {
   peer: boolean;
   single: boolean;
   constrained: boolean;
+  speculative: boolean;
 };
 
 function parseArgs(argv: string[]): Args {
@@ -94,6 +97,7 @@ function parseArgs(argv: string[]): Args {
     peer: false,
     single: true,
     constrained: true,
+    speculative: true,
   };
   const bad = (msg: string): never => {
     console.error(`bench: ${msg}\n${USAGE}`);
@@ -151,6 +155,9 @@ function parseArgs(argv: string[]): Args {
       case "--no-constrained":
         a.constrained = false;
         break;
+      case "--no-speculative":
+        a.speculative = false;
+        break;
       case "--no-single":
         a.single = false;
         break;
@@ -195,7 +202,38 @@ const BENCH_SCHEMA = {
   additionalProperties: false,
 };
 
-type ConstrainedRow = { concurrency: number; plain: Phase; json: Phase; ratio: number };
+/** JSON-Schema constrained requests: Hearth next to its own unconstrained figure and the peer. */
+type ConstrainedRow = {
+  concurrency: number;
+  json: Phase;
+  /** constrained / unconstrained tok/s on Hearth. */
+  ratio: number;
+  peer?: Phase;
+  ratioToPeer?: number;
+};
+
+/** Hearth's scheduler loop per generated token (from /metrics), in ms. */
+type LoopBreakdown = { decode: number; sample: number; io: number; other: number; tokens: number };
+
+async function loopCounters(url: string): Promise<LoopBreakdown> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const get = (re: RegExp) => Number(text.match(re)?.[1] ?? NaN);
+  const phase = (p: string) =>
+    get(new RegExp(`hearth_engine_loop_seconds_total\\{phase="${p}"\\} (\\S+)`)) * 1000;
+  return {
+    decode: phase("decode"),
+    sample: phase("sample"),
+    io: phase("io"),
+    other: phase("other"),
+    tokens: get(/^hearth_generated_tokens_total (\S+)$/m),
+  };
+}
+
+function perToken(a: LoopBreakdown, b: LoopBreakdown): LoopBreakdown {
+  const n = b.tokens - a.tokens;
+  const d = (k: "decode" | "sample" | "io" | "other") => (b[k] - a[k]) / n;
+  return { decode: d("decode"), sample: d("sample"), io: d("io"), other: d("other"), tokens: n };
+}
 
 async function benchModel(): Promise<string> {
   const dir = `${sourceCacheDir()}/bench`;
@@ -425,7 +463,14 @@ async function libraryLimit(lib: Lib, ctx: ContextPtr, c: number, a: Args): Prom
 
 // ---------------------------------------------------------------- the client
 
-type Completion = { startMs: number; ttftMs: number; totalMs: number; completionTokens: number };
+type Completion = {
+  startMs: number;
+  ttftMs: number;
+  totalMs: number;
+  completionTokens: number;
+  /** ms between consecutive chunks after the first text (the inter-token latency). */
+  gapsMs: number[];
+};
 
 /**
  * One streaming `/v1/completions` request, timed at the client. The first token is the first
@@ -457,6 +502,8 @@ async function streamCompletion(
   }
   const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
   let tFirst = 0;
+  let tLast = 0;
+  const gapsMs: number[] = [];
   let completionTokens = -1;
   let buf = "";
   while (true) {
@@ -468,13 +515,18 @@ async function streamCompletion(
       const msg = buf.slice(0, i).trim();
       buf = buf.slice(i + 2);
       if (!msg.startsWith("data: {")) continue;
+      if (tFirst && !msg.includes('"usage"')) {
+        const now = performance.now();
+        gapsMs.push(now - tLast);
+        tLast = now;
+      }
       // The client shares the 2 cores with the server it measures: parse only the chunks that
       // matter (up to the first text, the usage, an error). Escaped text cannot match `"usage"`.
       if (tFirst && !msg.includes('"usage"') && !msg.includes('"error"')) continue;
       const body = JSON.parse(msg.slice(6));
       if (body.error) throw new Error(`${url}: ${JSON.stringify(body.error)}`);
       if (body.usage) completionTokens = body.usage.completion_tokens;
-      if (!tFirst && body.choices?.[0]?.text) tFirst = performance.now();
+      if (!tFirst && body.choices?.[0]?.text) tFirst = tLast = performance.now();
     }
   }
   const tEnd = performance.now();
@@ -484,6 +536,7 @@ async function streamCompletion(
     ttftMs: (tFirst || tEnd) - t0,
     totalMs: tEnd - t0,
     completionTokens,
+    gapsMs,
   } satisfies Completion;
 }
 
@@ -497,6 +550,11 @@ type Phase = {
   ttftP50Ms: number;
   ttftP95Ms: number;
   ttftMs: number[];
+  /** Inter-token latency over every gap between chunks of every request. */
+  itlP50Ms: number;
+  itlP99Ms: number;
+  /** Hearth only: where the scheduler loop's time went, per generated token. */
+  loop?: LoopBreakdown;
 };
 
 /** `c` clients, each issuing `perClient` requests back to back; fresh prompts throughout. */
@@ -521,10 +579,11 @@ async function drive(
   const wallMs = performance.now() - t0;
   const completionTokens = done.reduce((s, d) => s + d.completionTokens, 0);
   const expected = c * perClient * a.genTokens;
-  if (completionTokens !== expected) {
+  if (completionTokens !== expected && !extra.structured_outputs && !extra.json_schema) {
     console.error(`bench: warning: ${completionTokens} completion tokens, expected ${expected}`);
   }
   const ttft = done.map((d) => d.ttftMs);
+  const gaps = done.flatMap((d) => d.gapsMs);
   return {
     concurrency: c,
     requests: done.length,
@@ -534,17 +593,31 @@ async function drive(
     ttftP50Ms: percentile(ttft, 50),
     ttftP95Ms: percentile(ttft, 95),
     ttftMs: ttft.map((x) => Math.round(x * 10) / 10),
+    itlP50Ms: gaps.length ? percentile(gaps, 50) : NaN,
+    itlP99Ms: gaps.length ? percentile(gaps, 99) : NaN,
   };
 }
 
-/** Runs every concurrency against one server after a warm-up request. */
-async function sweep(url: string, a: Args, variants: { next: number }): Promise<Phase[]> {
-  await streamCompletion(url, promptIds(a.promptTokens, variants.next++), 8);
+/**
+ * Runs every concurrency against one server after a warm-up request; `extra` goes into every
+ * request body. With `hearth`, each phase also gets the scheduler loop's time per token.
+ */
+async function sweep(
+  url: string,
+  a: Args,
+  variants: { next: number },
+  extra: Record<string, unknown> = {},
+  hearth = false,
+): Promise<Phase[]> {
+  await streamCompletion(url, promptIds(a.promptTokens, variants.next++), 8, extra);
   const out: Phase[] = [];
   for (const c of a.concurrency) {
-    const p = await drive(url, c, a.requests, a, variants);
+    const before = hearth ? await loopCounters(url) : undefined;
+    const p = await drive(url, c, a.requests, a, variants, extra);
+    if (before) p.loop = perToken(before, await loopCounters(url));
     console.error(
-      `bench:   c=${c}: ${p.genTps.toFixed(1)} tok/s, TTFT p50 ${p.ttftP50Ms.toFixed(0)} ms ` +
+      `bench:   c=${c}: ${p.genTps.toFixed(1)} tok/s, TTFT p50 ${p.ttftP50Ms.toFixed(0)} ms, ` +
+        `ITL p50/p99 ${f1(p.itlP50Ms)}/${f1(p.itlP99Ms)} ms ` +
         `(${p.requests} requests, ${(p.wallMs / 1000).toFixed(1)} s)`,
     );
     out.push(p);
@@ -693,6 +766,13 @@ if (import.meta.main) {
     lib.pool?.free();
   }
 
+  let speculative: SpeculativeRow[] = [];
+  if (a.speculative) {
+    loads.push(snapshot("speculative"));
+    console.error("bench: speculative decoding (in-process, 4 drafts)...");
+    speculative = await speculativeRows(path, { draftTokens: 4, genTokens: a.genTokens, threads });
+  }
+
   // Prompt variants are unique across the whole run, so no request can hit a cached prefix.
   const variants = { next: 1_000 };
   loads.push(snapshot("server"));
@@ -701,24 +781,21 @@ if (import.meta.main) {
     timeoutMs: 300_000,
   });
   let server: Phase[];
-  const constrained: ConstrainedRow[] = [];
+  let hearthJson: Phase[] = [];
   try {
-    server = await sweep(srv.url, a, variants);
+    server = await sweep(srv.url, a, variants, {}, true);
     if (a.constrained) {
-      console.error("bench: JSON-schema constrained vs unconstrained...");
-      for (const c of [1, 8]) {
-        const plain = await drive(srv.url, c, a.requests, a, variants);
-        const json = await drive(srv.url, c, a.requests, a, variants, {
-          structured_outputs: { json: BENCH_SCHEMA },
-        });
-        constrained.push({ concurrency: c, plain, json, ratio: json.genTps / plain.genTps });
-      }
+      console.error("bench: JSON-schema constrained, server...");
+      hearthJson = await sweep(srv.url, a, variants, {
+        structured_outputs: { json: BENCH_SCHEMA },
+      });
     }
   } finally {
     await srv.stop();
   }
 
   let peer: Phase[] | undefined;
+  let peerJson: Phase[] = [];
   if (peerBuild) {
     loads.push(snapshot("peer"));
     console.error("bench: concurrency, llama-server...");
@@ -729,10 +806,21 @@ if (import.meta.main) {
     });
     try {
       peer = await sweep(p.url, a, variants);
+      if (a.constrained) {
+        console.error("bench: JSON-schema constrained, llama-server...");
+        peerJson = await sweep(p.url, a, variants, { json_schema: BENCH_SCHEMA });
+      }
     } finally {
       await p.stop();
     }
   }
+  const constrained: ConstrainedRow[] = hearthJson.map((json, i) => ({
+    concurrency: json.concurrency,
+    json,
+    ratio: json.genTps / server[i].genTps,
+    peer: peerJson[i],
+    ratioToPeer: peerJson[i] ? json.genTps / peerJson[i].genTps : undefined,
+  }));
   loads.push(snapshot("end"));
 
   if (single) {
@@ -760,11 +848,18 @@ if (import.meta.main) {
     peer: peer?.[i],
     ratioToPeer: peer ? server[i].genTps / peer[i].genTps : undefined,
   }));
-  const head = ["concurrency", "server tok/s", "library tok/s", "ratio", "TTFT p50", "TTFT p95"];
-  if (peer) head.push("llama-server tok/s", "TTFT p50", "vs llama-server");
+  const head = [
+    "concurrency",
+    "server tok/s",
+    "library tok/s",
+    "ratio",
+    "TTFT p50/p95",
+    "ITL p50/p99",
+  ];
+  if (peer) head.push("llama-server tok/s", "TTFT p50/p95", "ITL p50/p99", "vs llama-server");
   console.log(
     `\nconcurrency (${a.requests} requests per client, ${a.promptTokens}+${a.genTokens} tokens; ` +
-      `TTFT in ms; library = decode steps incl. sampling)`,
+      `TTFT and inter-token latency (ITL) in ms; library = decode steps incl. sampling)`,
   );
   console.log(table(
     head,
@@ -773,9 +868,16 @@ if (import.meta.main) {
       f1(r.server.genTps),
       f1(r.library.genTps),
       f3(r.ratio),
-      f0(r.server.ttftP50Ms),
-      f0(r.server.ttftP95Ms),
-      ...(peer ? [f1(r.peer?.genTps), f0(r.peer?.ttftP50Ms), f3(r.ratioToPeer)] : []),
+      `${f0(r.server.ttftP50Ms)}/${f0(r.server.ttftP95Ms)}`,
+      `${f1(r.server.itlP50Ms)}/${f1(r.server.itlP99Ms)}`,
+      ...(peer
+        ? [
+          f1(r.peer?.genTps),
+          `${f0(r.peer?.ttftP50Ms)}/${f0(r.peer?.ttftP95Ms)}`,
+          `${f1(r.peer?.itlP50Ms)}/${f1(r.peer?.itlP99Ms)}`,
+          f3(r.ratioToPeer),
+        ]
+        : []),
     ]),
   ));
   console.log(
@@ -795,18 +897,75 @@ if (import.meta.main) {
   }
 
   if (constrained.length) {
-    console.log("\nstructured outputs (JSON Schema, same server; tok/s of generated tokens)");
+    console.log(
+      "\nstructured outputs (JSON Schema; Hearth `structured_outputs.json`, llama-server " +
+        "`json_schema`; tok/s of generated tokens; ITL in ms)",
+    );
+    const cHead = ["concurrency", "json tok/s", "vs unconstrained", "ITL p50/p99"];
+    if (peer) cHead.push("llama-server json tok/s", "ITL p50/p99", "vs llama-server");
     console.log(table(
-      ["concurrency", "unconstrained tok/s", "json-schema tok/s", "ratio"],
-      constrained.map((
-        r,
-      ) => [String(r.concurrency), f1(r.plain.genTps), f1(r.json.genTps), f3(r.ratio)]),
+      cHead,
+      constrained.map((r) => [
+        String(r.concurrency),
+        f1(r.json.genTps),
+        f3(r.ratio),
+        `${f1(r.json.itlP50Ms)}/${f1(r.json.itlP99Ms)}`,
+        ...(peer
+          ? [
+            f1(r.peer?.genTps),
+            `${f1(r.peer?.itlP50Ms)}/${f1(r.peer?.itlP99Ms)}`,
+            f3(r.ratioToPeer),
+          ]
+          : []),
+      ]),
     ));
   }
+  if (speculative.length) {
+    console.log(
+      "\nspeculative decoding (in-process engine, greedy, 4 drafts per step; same tokens as " +
+        "without drafts, checked)",
+    );
+    console.log(table(
+      [
+        "text",
+        "concurrency",
+        "--mtp 0 tok/s",
+        "--mtp 4 tok/s",
+        "speed-up",
+        "acceptance",
+        "steps saved",
+      ],
+      speculative.map((r) => [
+        `${r.text} (${r.model})`,
+        String(r.concurrency),
+        f1(r.baseTps),
+        f1(r.specTps),
+        f3(r.speedup),
+        `${r.accepted}/${r.drafted} ${f3(r.acceptance)}`,
+        `${f3(r.stepRatio)}x`,
+      ]),
+    ));
+  }
+  console.log("\nHearth scheduler loop per generated token (ms; from /metrics, prefill included)");
+  console.log(table(
+    ["concurrency", "decode", "sample", "io turn", "other", "client-side ms/token"],
+    rows.map((r) => {
+      const l = r.server.loop;
+      return [
+        String(r.concurrency),
+        f3(l?.decode),
+        f3(l?.sample),
+        f3(l?.io),
+        f3(l?.other),
+        f3(r.server.wallMs / r.server.completionTokens),
+      ];
+    }),
+  ));
 
   const date = new Date().toISOString();
   const result = {
     constrained: constrained.length ? { schema: BENCH_SCHEMA, rows: constrained } : undefined,
+    speculative: speculative.length ? speculative : undefined,
     date,
     model: path,
     threads,
