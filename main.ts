@@ -197,6 +197,7 @@ async function serve(argv: string[]): Promise<void> {
       maxSeqLen: config.maxSeqLen,
       kvType: config.kvcacheDtype,
       threads: config.threads,
+      mtpHeads: config.mtp > 0,
     });
     if (!state.template && model.info.chatTemplate) {
       try {
@@ -212,7 +213,10 @@ async function serve(argv: string[]): Promise<void> {
     console.error(
       `hearth: model ready: ${model.info.description}, context ${model.nCtxSeq} per sequence, ` +
         `${model.maxBatch} sequences` +
-        (config.mtp > 0 ? `, speculative decoding: ${config.mtp} prompt-lookup drafts` : ""),
+        (config.mtp > 0
+          ? `, speculative decoding: ${config.mtp} drafts per step from ` +
+            (model.mtp ? "the model's MTP heads" : "prompt lookup")
+          : ""),
     );
   } catch (e) {
     state.loadError = (e as Error).message;

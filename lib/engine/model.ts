@@ -33,6 +33,15 @@ import {
   vocabInfo,
   type VocabPtr,
 } from "../../ffi/mod.ts";
+import {
+  enableTargetNextn,
+  freeMtpContext,
+  loadModelWithMtp,
+  MTP_ARCHES,
+  type MtpContext,
+  newMtpContext,
+} from "../../ffi/mtp.ts";
+import { readGgufHeader } from "../gguf/mod.ts";
 
 /** ggml type ids for the KV cache (`enum ggml_type`). */
 export const GGML_TYPES: Record<string, number> = {
@@ -57,6 +66,11 @@ export type LoadOptions = {
   /** Pooled embeddings for `/v1/embeddings` (mean pooling unless the model sets one). */
   embeddings?: boolean;
   libDir?: string;
+  /**
+   * Load the model's multi-token-prediction heads, when it has any llama.cpp can run, with an
+   * MTP context beside the main one (speculative decoding, `--mtp`). Ignored for other models.
+   */
+  mtpHeads?: boolean;
 };
 
 export type EngineModel = {
@@ -75,11 +89,25 @@ export type EngineModel = {
   path: string;
   /** ggml's CPU threadpool for this context (kept warm between decodes). */
   threadpool?: Threadpool;
+  /** The MTP draft context, when loaded with `mtpHeads` and the model has usable heads. */
+  mtp?: MtpContext;
 };
+
+/** Whether the GGUF has NextN blocks with their tensors (a file without them aborts llama.cpp). */
+async function hasMtpHeads(path: string): Promise<boolean> {
+  const h = await readGgufHeader(path);
+  const arch = h.metadata.get("general.architecture")?.value;
+  const n = Number(h.metadata.get(`${arch}.nextn_predict_layers`)?.value ?? 0);
+  if (!(n > 0) || !MTP_ARCHES.has(String(arch))) return false;
+  return h.tensors.some((t) => /^blk\.\d+\.nextn\.eh_proj\.weight$/.test(t.name));
+}
 
 export async function loadEngineModel(o: LoadOptions): Promise<EngineModel> {
   const llama = openLlama(o.libDir);
-  const model = await loadModel(llama, o.path, {});
+  const heads = o.mtpHeads ? await hasMtpHeads(o.path) : false;
+  const model = heads
+    ? await loadModelWithMtp(llama, o.path, {})
+    : await loadModel(llama, o.path, {});
   try {
     const info = modelInfo(llama, model);
     const nCtxSeq = Math.min(o.maxSeqLen ?? info.nCtxTrain, info.nCtxTrain || Infinity);
@@ -102,6 +130,12 @@ export async function loadEngineModel(o: LoadOptions): Promise<EngineModel> {
     // the next step (a few hundred microseconds of sampling away) finds them awake.
     const pool = createThreadpool(llama, { threads, poll: 50 });
     if (pool) attachThreadpool(llama, ctx, pool);
+    let mtp: MtpContext | undefined;
+    if (heads) {
+      enableTargetNextn(llama, ctx);
+      mtp = newMtpContext(llama, model, ctx, { n_threads: threads, n_threads_batch: threads });
+      if (pool) attachThreadpool(llama, mtp.ctx, pool);
+    }
     const vocab = modelVocab(llama, model);
     const vInfo = vocabInfo(llama, vocab);
     const eogTokens: number[] = [];
@@ -122,6 +156,7 @@ export async function loadEngineModel(o: LoadOptions): Promise<EngineModel> {
       maxBatch: cInfo.nSeqMax,
       path: o.path,
       threadpool: pool,
+      mtp,
     };
   } catch (e) {
     freeModel(llama, model);
@@ -130,6 +165,7 @@ export async function loadEngineModel(o: LoadOptions): Promise<EngineModel> {
 }
 
 export function unloadEngineModel(m: EngineModel): void {
+  if (m.mtp) freeMtpContext(m.llama, m.mtp);
   freeContext(m.llama, m.ctx);
   m.threadpool?.free();
   freeModel(m.llama, m.model);

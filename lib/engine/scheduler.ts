@@ -53,6 +53,15 @@ import {
   type Sampling,
 } from "./sampling.ts";
 import { lookupDraft } from "./lookup.ts";
+import {
+  draftAll,
+  type DraftAsk,
+  dropFrom,
+  type Heads,
+  mirrorStep,
+  newHeads,
+  settle,
+} from "./mtp_heads.ts";
 import { endText, newTextStream, pushPiece, type TextStream } from "./text_stream.ts";
 
 /**
@@ -253,6 +262,12 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
     .fill(undefined);
   const draftTokens = opts.draftTokens ?? 0;
   const draft = opts.draft ?? lookupDraft;
+  // The model's own heads draft when it has them; any failure there falls back to lookup.
+  let heads: Heads | undefined = draftTokens > 0 && m.mtp && !opts.draft ? newHeads(m) : undefined;
+  const headsFailed = (e: unknown) => {
+    console.error(`hearth: MTP heads disabled, drafting by prompt lookup: ${(e as Error).message}`);
+    heads = undefined;
+  };
   // A verified draft needs logits for several rows of one sequence in a step; llama.cpp's
   // backend samplers give one row per sequence, so speculative sequences sample on the CPU.
   const backendSampling = (opts.backendSampling ?? true) && draftTokens === 0;
@@ -394,6 +409,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
 
   function clearSlot(slot: number): void {
     memorySeqRm(m.llama, m.mem, slot, -1, -1);
+    if (heads) dropFrom(heads, m, slot, 0);
     slotTokens[slot] = [];
   }
 
@@ -481,6 +497,10 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
       let keep = seq.promptLogprobs ? 0 : Math.min(common, seq.req.prompt.length - 1);
       if (keep > 0 && !memorySeqRm(m.llama, m.mem, slot, keep, -1)) keep = 0;
       if (keep === 0) clearSlot(slot);
+      else if (heads) {
+        dropFrom(heads, m, slot, keep);
+        heads.hLast[slot].fill(0); // h(keep - 1) of a cached prefix is not kept
+      }
       slotTokens[slot].length = keep;
       seq.fed = keep;
       seq.pos = keep;
@@ -500,6 +520,8 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
    */
   function pack(): number {
     let prefillBudget = budget;
+    const asks: DraftAsk[] = [];
+    const askers: Seq[] = [];
     for (const seq of running) {
       if (seq.pending < 0) continue;
       prefillBudget--;
@@ -512,13 +534,26 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
           m.nCtxSeq - seq.pos - 2,
           prefillBudget,
         );
-        if (room > 0) {
-          const history = slotTokens[seq.slot];
-          history.push(seq.pending);
-          seq.drafts = draft(history, room).slice(0, room);
-          history.pop();
-          prefillBudget -= seq.drafts.length;
+        if (room <= 0) continue;
+        if (heads) {
+          asks.push({ slot: seq.slot, token: seq.pending, pos: seq.pos, k: room });
+          askers.push(seq);
+          prefillBudget -= room;
+          continue;
         }
+        const history = slotTokens[seq.slot];
+        history.push(seq.pending);
+        seq.drafts = draft(history, room).slice(0, room);
+        history.pop();
+        prefillBudget -= seq.drafts.length;
+      }
+    }
+    if (heads && asks.length) {
+      try {
+        const drafts = draftAll(heads, m, asks);
+        askers.forEach((seq, i) => (seq.drafts = drafts[i]));
+      } catch (e) {
+        headsFailed(e);
       }
     }
     // A lone prompt with nobody waiting on it goes in steps as large as the batch allows.
@@ -641,6 +676,14 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
       memorySeqRm(m.llama, m.mem, slot, keep, -1);
       slotTokens[slot].length = keep;
     }
+    if (heads) {
+      try {
+        if (seq.slot >= 0) settle(heads, m, slot, keep, seq.logitIndex + j);
+        else if (slotTokens[slot].length) dropFrom(heads, m, slot, keep);
+      } catch (e) {
+        headsFailed(e);
+      }
+    }
     if (seq.slot >= 0) seq.pos = keep;
   }
 
@@ -708,6 +751,13 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
             : `llama_decode failed (${rc})`;
           for (const seq of [...running]) fail(seq, why);
           continue;
+        }
+        if (heads) {
+          try {
+            mirrorStep(heads, m, batch, n);
+          } catch (e) {
+            headsFailed(e);
+          }
         }
         scorePrompts();
         mark("other");
