@@ -1,9 +1,35 @@
 /**
- * Grammar-constrained sampling that costs almost nothing when the model already agrees with the
- * grammar: the sampler chain picks a token from the full distribution first, only that one token
- * is checked against the grammar, and only on rejection is the grammar applied to the whole
- * vocabulary and the chain run again (rejection sampling, as llama.cpp's common sampler does).
- * Checking every candidate at every step would walk the grammar stacks for all 128k tokens.
+ * Grammar-constrained sampling at close to the cost of free sampling, exactly: every pick is
+ * the sampler chain applied to the grammar-masked logits (greedy: the masked argmax).
+ *
+ * The set of tokens a grammar allows depends only on its parse state, and JSON grammars revisit
+ * the same states constantly (every array element, key, whitespace run), so allowed-token masks
+ * are cached per grammar and state (grammar_mask.ts). The state is read from llama.cpp's own
+ * grammar (its pushdown stacks, through a build-pinned layout proven at start-up by
+ * ffi/grammar_state.ts) rather than tracked by a second GBNF matcher in TS: llama.cpp stays the
+ * only judge of which tokens are allowed, and the memory read only names the state. Masks are
+ * built by walking a token trie with llama.cpp judging a level at a time, so a state with few
+ * allowed tokens costs a few thousand checks instead of the whole vocabulary.
+ *
+ * Each step takes one of two paths, chosen by the state alone:
+ * - small mask (at most 1/8 of the vocabulary: structure, keys, numbers, whitespace): the chain
+ *   runs on just the allowed tokens, in ascending id order with their logits. That is the chain
+ *   on the full array with the others at -inf (greedy keeps the lowest id among equal maxima; the
+ *   distribution sampler's running sum only skips zeros).
+ * - dense mask (inside a string) or no usable cache: the chain picks from the full vocabulary
+ *   first and only that token is checked; on rejection the chain runs again on the allowed tokens
+ *   (rejection sampling, as llama.cpp's common sampler does: for temperature sampling exactly the
+ *   masked distribution, for greedy the masked argmax).
+ * Greedy output is therefore identical to the plain path's. A seeded sampler draws differently
+ * from the plain path (it skips the first draw on small masks), from the same distribution, and
+ * its output does not depend on what the cache held: sampling chains build a missing mask before
+ * choosing the path, greedy ones (whose pick is the same either way) only use cached ones.
+ *
+ * Every token picked from a mask is still confirmed by llama.cpp's grammar before it is accepted
+ * (accepting a token the grammar rejects would throw through FFI); should a mask ever disagree,
+ * the cache is switched off for the process and the step redone the plain way, as it is when the
+ * layout check fails. `setConstrainedMode("slow")` forces the plain way with the grammar applied
+ * to the whole vocabulary on each rejection (the reference the tests compare against).
  *
  * A lazy grammar (`triggers`) is inert until a trigger token or pattern shows up: its `apply`
  * leaves candidates alone, so the same path samples freely until then. The one danger is the
@@ -27,10 +53,31 @@ import {
   samplerFree,
   type SamplerPtr,
   samplers,
+  samplerSample,
   tokenDataArray,
   tokenToPiece,
 } from "../../ffi/mod.ts";
+import {
+  awaitingTrigger,
+  grammarAddress,
+  partialUtf8,
+  type RuleTable,
+  ruleTable,
+  stateKey,
+} from "../../ffi/grammar_state.ts";
 import type { EngineModel } from "./model.ts";
+import {
+  byteTokens,
+  cachedMask,
+  fullMask,
+  type GrammarMasks,
+  grammarMasks,
+  layoutProblem,
+  type Mask,
+  maskFor,
+  maskHas,
+  sameMask,
+} from "./grammar_mask.ts";
 import {
   commitTrigger,
   compileTriggerPatterns,
@@ -42,8 +89,61 @@ import {
   type TriggerWatch,
 } from "./triggers.ts";
 
-/** A sequence's grammar: llama.cpp's sampler and, when lazy, the JS twin of its trigger state. */
-export type SeqGrammar = { sampler: SamplerPtr; gbnf: string; watch?: TriggerWatch };
+/**
+ * A sequence's grammar: llama.cpp's sampler and, when lazy, the JS twin of its trigger state;
+ * `fast` holds what the mask cache needs (filled on first use).
+ */
+export type SeqGrammar = {
+  sampler: SamplerPtr;
+  gbnf: string;
+  watch?: TriggerWatch;
+  fast?: FastState;
+  /** What the sequence's chain (at this address) is. */
+  chain?: { at: number; kind: ChainKind };
+};
+
+type ChainKind = { greedy: boolean; statelessAccept: boolean };
+
+type FastState = { grammar: number; rules: RuleTable; masks: GrammarMasks };
+
+/**
+ * `fast` (default): masks as described above. `slow`: first pick over the full vocabulary, and the
+ * grammar applied to the whole vocabulary on every rejection. `verify` (tests): fast, and every
+ * mask built is compared with the full-vocabulary apply (throws on a difference).
+ */
+export type ConstrainedMode = "fast" | "slow" | "verify";
+
+let mode: ConstrainedMode = "fast";
+/** Why the mask cache is off for this process (a mask disagreed with llama.cpp), if it is. */
+let disabled: string | undefined;
+
+export function setConstrainedMode(m: ConstrainedMode): void {
+  mode = m;
+}
+
+export function constrainedMode(): ConstrainedMode {
+  return mode;
+}
+
+/** Why masks are not used on `m` (layout check failed, or a mask disagreed), if they are not. */
+export function maskCacheProblem(m: EngineModel): string | undefined {
+  return disabled ?? layoutProblem(m);
+}
+
+/** Counters for measurement: calls, time inside `sampleConstrained`, how steps went. */
+export const constrainedStats = {
+  calls: 0,
+  ms: 0,
+  /** First picks (over the full vocabulary) the grammar rejected. */
+  rejections: 0,
+  /** Masks found cached / built. */
+  maskHits: 0,
+  maskMisses: 0,
+  /** Grammar applications to the whole vocabulary on the plain rejection path. */
+  fullApplies: 0,
+  /** Steps sampled straight from a mask, without a first pick over the full vocabulary. */
+  direct: 0,
+};
 
 /** Scratch `llama_token_data` arrays, shared: sampling is sequential on the JS thread. */
 type Scratch = {
@@ -177,22 +277,6 @@ function allowedByGrammar(m: EngineModel, s: Scratch, g: SamplerPtr, token: numb
   return s.oneF32[1] !== -Infinity;
 }
 
-const byteTokenMaps = new WeakMap<EngineModel, Int32Array>();
-
-/** For each byte, a token whose piece is exactly that byte (-1 when none): built once. */
-function byteTokens(m: EngineModel): Int32Array {
-  let map = byteTokenMaps.get(m);
-  if (map) return map;
-  map = new Int32Array(256).fill(-1);
-  for (let t = 0; t < m.nVocab; t++) {
-    if (m.eogTokens.includes(t)) continue;
-    const piece = tokenToPiece(m.llama, m.vocab, t, true);
-    if (piece.length === 1 && map[piece[0]] < 0) map[piece[0]] = t;
-  }
-  byteTokenMaps.set(m, map);
-  return map;
-}
-
 /**
  * Whether the grammar accepts what llama.cpp would replay into it when it triggers. Whole
  * pieces are checked by their own token (so token-typed grammar elements work); a piece cut by
@@ -246,16 +330,26 @@ export function sampleConstrained(
   idx: number,
   banEog: boolean,
 ): number | undefined {
+  const t0 = performance.now();
+  try {
+    return sampleStep(m, chain, g, idx, banEog);
+  } finally {
+    constrainedStats.calls++;
+    constrainedStats.ms += performance.now() - t0;
+  }
+}
+
+function sampleStep(
+  m: EngineModel,
+  chain: SamplerPtr,
+  g: SeqGrammar,
+  idx: number,
+  banEog: boolean,
+): number | undefined {
   const s = getScratch(m.nVocab);
-  fillCandidates(m, s, idx);
-  m.llama.sym.llama_sampler_apply(chain, s.allArr);
-  const first = selected(s);
-  let pick: Pick | undefined;
-  if (first !== undefined && allowedByGrammar(m, s, g.sampler, first)) {
-    const trigger = triggerCheck(m, s, g, first);
-    pick = trigger === false ? undefined : { token: first, trigger };
-    if (!pick) pick = resample(m, s, chain, g, idx, banEog, [first]);
-  } else pick = resample(m, s, chain, g, idx, banEog, []);
+  const kind = chainKind(m, g, chain);
+  let pick = maskedPick(m, s, chain, g, idx, banEog, kind);
+  if (pick === "slow") pick = rejectionPick(m, s, chain, g, idx, banEog, kind);
   if (!pick) return undefined;
   const { token, trigger } = pick;
   // End-of-generation is not fed to the grammar: the sequence stops there.
@@ -269,10 +363,84 @@ export function sampleConstrained(
 
 type Pick = { token: number; trigger?: Peek };
 
+/** Masks allowing at most this fraction of the vocabulary are sampled from directly. */
+const DIRECT_MAX = 1 / 8;
+
 /**
- * The rejection path: the grammar masks the vocabulary and the chain runs again. `banned` are
- * tokens whose trigger replay the grammar rejects, masked by hand (an awaiting grammar's `apply`
- * lets everything through); a new such pick joins them and the chain runs once more.
+ * The chain run straight on the allowed tokens of the state's mask when the mask is small, or
+ * "slow" to take the first-pick path instead (a dense mask, inside a string say: a first pick over
+ * the full vocabulary is cheaper there and nearly always allowed). The masked pick is the chain
+ * applied to grammar-masked logits by definition; the first-pick path gives the same distribution
+ * (greedy: the same token, as an allowed first pick is the lowest id among the maxima, and so is
+ * the masked pick). Sampling chains build the mask on a miss, so which path a step takes depends
+ * on the grammar state alone and a seed gives the same output whatever the cache held; greedy
+ * only uses a cached mask, as either path picks the same token.
+ */
+function maskedPick(
+  m: EngineModel,
+  s: Scratch,
+  chain: SamplerPtr,
+  g: SeqGrammar,
+  idx: number,
+  banEog: boolean,
+  kind: ChainKind,
+): Pick | undefined | "slow" {
+  const st = cacheState(m, g);
+  if (!st) return "slow";
+  let mask: Mask | undefined;
+  if (kind.greedy) {
+    mask = cachedMask(st.f.masks, st.key);
+    if (mask) constrainedStats.maskHits++;
+  } else mask = stateMask(m, g, st);
+  if (!mask || mask.count > m.nVocab * DIRECT_MAX) return "slow";
+  const pick = sampleMasked(m, s, chain, g, mask, idx, banEog);
+  if (pick !== "slow") constrainedStats.direct++;
+  return pick;
+}
+
+/**
+ * A first pick over the full vocabulary, checked against the grammar; on rejection the chain runs
+ * again on the allowed tokens (from the state's mask, or the grammar applied to the whole
+ * vocabulary when masks are off).
+ */
+function rejectionPick(
+  m: EngineModel,
+  s: Scratch,
+  chain: SamplerPtr,
+  g: SeqGrammar,
+  idx: number,
+  banEog: boolean,
+  kind: ChainKind,
+): Pick | undefined {
+  let first: number | undefined;
+  if (kind.statelessAccept && mode !== "slow") {
+    // Filled and picked in C; the chain's own accept inside is a no-op for these samplers.
+    first = samplerSample(m.llama, chain, m.ctx, idx);
+    if (banEog && m.eogTokens.includes(first)) first = undefined; // only when all are -inf
+  } else {
+    fillCandidates(m, s, idx);
+    m.llama.sym.llama_sampler_apply(chain, s.allArr);
+    first = selected(s);
+  }
+  if (first !== undefined && allowedByGrammar(m, s, g.sampler, first)) {
+    const trigger = triggerCheck(m, s, g, first);
+    if (trigger !== false) return { token: first, trigger };
+    return resample(m, s, chain, g, idx, banEog, [first]);
+  }
+  constrainedStats.rejections++;
+  const st = cacheState(m, g);
+  if (st) {
+    const pick = sampleMasked(m, s, chain, g, stateMask(m, g, st), idx, banEog);
+    if (pick !== "slow") return pick;
+  }
+  return resample(m, s, chain, g, idx, banEog, []);
+}
+
+/**
+ * The rejection path without masks: the grammar masks the vocabulary and the chain runs again.
+ * `banned` are tokens whose trigger replay the grammar rejects, masked by hand (an awaiting
+ * grammar's `apply` lets everything through); a new such pick joins them and the chain runs once
+ * more.
  */
 function resample(
   m: EngineModel,
@@ -285,6 +453,7 @@ function resample(
 ): Pick | undefined {
   while (banned.length <= MAX_REJECTED) {
     fillCandidates(m, s, idx);
+    constrainedStats.fullApplies++;
     m.llama.sym.llama_sampler_apply(g.sampler, s.allArr);
     for (const b of banned) s.allF32[b * 3 + 1] = -Infinity;
     if (!anyAllowed(m, s, banEog)) return undefined;
@@ -296,6 +465,171 @@ function resample(
     banned.push(token);
   }
   return undefined;
+}
+
+/** The mask of the grammar's current state, from the cache or built (and checked in "verify"). */
+function stateMask(m: EngineModel, g: SeqGrammar, st: { f: FastState; key: string }): Mask {
+  const { f, key } = st;
+  const partial = partialUtf8(f.grammar);
+  const { mask, hit } = maskFor(m, f.masks, g.sampler, key, partial, !f.rules.hasTokenElements);
+  if (hit) constrainedStats.maskHits++;
+  else {
+    constrainedStats.maskMisses++;
+    if (mode === "verify" && !sameMask(mask, fullMask(m, g.sampler), m.nVocab)) {
+      throw new Error(`grammar mask for state ${key} differs from llama.cpp's full apply`);
+    }
+  }
+  return mask;
+}
+
+/**
+ * Runs the chain on the tokens `mask` allows; "slow" when llama.cpp's grammar refuses the pick
+ * (a mask that disagrees with it switches the cache off for the rest of the process).
+ */
+function sampleMasked(
+  m: EngineModel,
+  s: Scratch,
+  chain: SamplerPtr,
+  g: SeqGrammar,
+  mask: Mask,
+  idx: number,
+  banEog: boolean,
+): Pick | undefined | "slow" {
+  if (!fillFromMask(m, s, mask, idx, banEog)) return undefined;
+  m.llama.sym.llama_sampler_apply(chain, s.allArr);
+  const token = selected(s);
+  if (token === undefined) return undefined;
+  if (!allowedByGrammar(m, s, g.sampler, token)) {
+    disabled = `a cached grammar mask allowed token ${token}, which llama.cpp's grammar rejects`;
+    return "slow";
+  }
+  return { token };
+}
+
+/**
+ * The grammar's cache and current state key, or undefined when masks cannot be used now: cache
+ * off or forced slow, a lazy grammar still awaiting its trigger (it constrains nothing, and picks
+ * go through the trigger checks), a state that cannot be read safely.
+ */
+function cacheState(m: EngineModel, g: SeqGrammar): { f: FastState; key: string } | undefined {
+  if (mode === "slow" || disabled !== undefined || layoutProblem(m) !== undefined) return undefined;
+  if (g.watch?.awaiting) return undefined;
+  const f = fastState(m, g);
+  if (!f || awaitingTrigger(f.grammar)) return undefined;
+  const key = stateKey(f.grammar, f.rules);
+  return key === undefined ? undefined : { f, key };
+}
+
+/** Samplers whose `accept` does nothing on a CPU chain (no history, no RNG bookkeeping). */
+const NO_ACCEPT_STATE = new Set([
+  "logit-bias",
+  "top-k",
+  "top-p",
+  "min-p",
+  "temp",
+  "dist",
+  "greedy",
+]);
+
+/**
+ * What `chain` is: `greedy` when it is elementwise logit changes (bias, penalties) then the
+ * argmax, as `buildSamplerChain` makes at temperature 0; `statelessAccept` when no sampler in it
+ * keeps state from `accept`, so `llama_sampler_sample` may pick (and accept) on it freely.
+ * Remembered per sequence and chain address. Unknown names (a backend-initialised "+greedy")
+ * make neither true, which only costs speed.
+ */
+function chainKind(m: EngineModel, g: SeqGrammar, chain: SamplerPtr): ChainKind {
+  const at = Number(Deno.UnsafePointer.value(chain));
+  if (g.chain?.at === at) return g.chain.kind;
+  const sym = m.llama.sym;
+  const n = sym.llama_sampler_chain_n(chain);
+  const names: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const p = sym.llama_sampler_chain_get(chain, i);
+    const name = p && sym.llama_sampler_name(p);
+    names.push(name ? Deno.UnsafePointerView.getCString(name) : "");
+  }
+  const kind = {
+    greedy: n > 0 && names[n - 1] === "greedy" &&
+      names.slice(0, -1).every((x) => x === "logit-bias" || x === "penalties"),
+    statelessAccept: n > 0 && names.every((x) => NO_ACCEPT_STATE.has(x)),
+  };
+  g.chain = { at, kind };
+  return kind;
+}
+
+/** The grammar's address and rules, re-read when llama.cpp replaced its grammar object. */
+function fastState(m: EngineModel, g: SeqGrammar): FastState | undefined {
+  const addr = grammarAddress(g.sampler);
+  if (!addr) return undefined;
+  if (g.fast?.grammar === addr) return g.fast;
+  const rules = ruleTable(addr);
+  if (!rules) return undefined;
+  g.fast = { grammar: addr, rules, masks: grammarMasks(m, g.gbnf) };
+  return g.fast;
+}
+
+/**
+ * Writes the allowed candidates of batch row `idx` into the scratch array; false when none is
+ * left (banned end-of-generation tokens do not count).
+ */
+function fillFromMask(
+  m: EngineModel,
+  s: Scratch,
+  mask: Mask,
+  idx: number,
+  banEog: boolean,
+): boolean {
+  const logits = logitsIth(m.llama, m.ctx, idx, m.nVocab);
+  const { allI32, allF32 } = s;
+  let n = 0;
+  if (mask.list) {
+    const list = mask.list;
+    for (let i = 0, j = 0; i < list.length; i++, j += 3) {
+      const t = list[i];
+      allI32[j] = t;
+      allF32[j + 1] = logits[t];
+      allF32[j + 2] = 0;
+    }
+    n = list.length;
+  } else {
+    const bits = mask.bits!;
+    let j = 0;
+    for (let w = 0; w < bits.length; w++) {
+      let word = bits[w];
+      while (word) {
+        const low = word & -word;
+        const t = (w << 5) + 31 - Math.clz32(low);
+        allI32[j] = t;
+        allF32[j + 1] = logits[t];
+        allF32[j + 2] = 0;
+        j += 3;
+        word ^= low;
+      }
+    }
+    n = j / 3;
+  }
+  // Banned end-of-generation tokens (a handful) leave the array, order kept.
+  const banned = banEog ? m.eogTokens.filter((t) => maskHas(mask, t)) : [];
+  if (banned.length) {
+    let k = 0;
+    for (let i = 0; i < n; i++) {
+      const t = allI32[i * 3];
+      if (banned.includes(t)) continue;
+      if (k !== i) {
+        allI32[k * 3] = t;
+        allF32[k * 3 + 1] = allF32[i * 3 + 1];
+      }
+      k++;
+    }
+    n = k;
+  }
+  const dv = new DataView(s.allArr.buffer);
+  dv.setBigUint64(0, BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(s.all))), true);
+  dv.setBigUint64(8, BigInt(n), true);
+  dv.setBigInt64(16, -1n, true);
+  dv.setUint8(24, 0);
+  return n > 0;
 }
 
 const checked = new Map<string, string | undefined>();
