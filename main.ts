@@ -30,7 +30,7 @@ import { parseMakeModelArgs } from "./lib/cli/make_model_args.ts";
 import { createChatLogger } from "./lib/chat/logger.ts";
 import { compileTemplate } from "./lib/chat/template.ts";
 import { loadEngineModel } from "./lib/engine/model.ts";
-import { createScheduler } from "./lib/engine/scheduler.ts";
+import { startWorkerEngine } from "./lib/engine/worker_engine.ts";
 import { newServerState } from "./lib/engine/state.ts";
 import { makeModel } from "./lib/gguf/mod.ts";
 import { resolveModel } from "./lib/models/resolve.ts";
@@ -206,7 +206,7 @@ async function serve(argv: string[]): Promise<void> {
         console.error(`hearth: the model's chat template does not parse: ${(e as Error).message}`);
       }
     }
-    state.engine = createScheduler(model, {
+    state.engine = await startWorkerEngine(model, {
       maxWaiting: config.maxQueue ?? config.maxBatch * 8,
       draftTokens: config.mtp,
     });

@@ -202,6 +202,11 @@ const BENCH_SCHEMA = {
   additionalProperties: false,
 };
 
+// Constrained requests stop where the JSON ends: llama-server fails a request whose grammar has
+// ended while `ignore_eos` keeps it going ("Unexpected empty grammar stack").
+const JSON_HEARTH = { structured_outputs: { json: BENCH_SCHEMA }, ignore_eos: false };
+const JSON_PEER = { json_schema: BENCH_SCHEMA, ignore_eos: false };
+
 /** JSON-Schema constrained requests: Hearth next to its own unconstrained figure and the peer. */
 type ConstrainedRow = {
   concurrency: number;
@@ -488,13 +493,13 @@ async function streamCompletion(
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify({
-      ...extra,
       prompt,
       max_tokens: maxTokens,
       temperature: 0,
       ignore_eos: true,
       stream: true,
       stream_options: { include_usage: true },
+      ...extra,
     }),
   });
   if (!r.ok || !r.body) {
@@ -786,9 +791,7 @@ if (import.meta.main) {
     server = await sweep(srv.url, a, variants, {}, true);
     if (a.constrained) {
       console.error("bench: JSON-schema constrained, server...");
-      hearthJson = await sweep(srv.url, a, variants, {
-        structured_outputs: { json: BENCH_SCHEMA },
-      });
+      hearthJson = await sweep(srv.url, a, variants, JSON_HEARTH);
     }
   } finally {
     await srv.stop();
@@ -808,7 +811,7 @@ if (import.meta.main) {
       peer = await sweep(p.url, a, variants);
       if (a.constrained) {
         console.error("bench: JSON-schema constrained, llama-server...");
-        peerJson = await sweep(p.url, a, variants, { json_schema: BENCH_SCHEMA });
+        peerJson = await sweep(p.url, a, variants, JSON_PEER);
       }
     } finally {
       await p.stop();

@@ -81,6 +81,19 @@ export function openLlama(explicitDir?: string): Llama {
   return llama;
 }
 
+/**
+ * The libraries as opened by another thread of this process (a worker): the same loaded copies,
+ * bound for this isolate, without registering backends or a logger again (both are process-wide
+ * and done once by `openLlama` on the main thread).
+ */
+export function attachLlama(dir: string): Llama {
+  if (opened) return opened;
+  const sym = Deno.dlopen(`${dir}/${LLAMA_LIB}`, llamaSymbols).symbols;
+  const ggml = Deno.dlopen(`${dir}/${GGML_LIB}`, ggmlSymbols).symbols;
+  opened = { dir, sym, ggml, recentLog: [] };
+  return opened;
+}
+
 // llama.cpp logs from worker threads during nonblocking calls, so the callback must be
 // thread-safe; it is unref'd so it never keeps the process alive on its own. Output is quiet by
 // default (HEARTH_LLAMA_LOG=1 shows it); warnings are kept for error messages.

@@ -11,6 +11,7 @@
  * @module
  */
 import {
+  attachLlama,
   attachThreadpool,
   contextInfo,
   type ContextPtr,
@@ -39,6 +40,7 @@ import {
   loadModelWithMtp,
   MTP_ARCHES,
   type MtpContext,
+  newMtpBatch,
   newMtpContext,
 } from "../../ffi/mtp.ts";
 import { readGgufHeader } from "../gguf/mod.ts";
@@ -169,4 +171,75 @@ export function unloadEngineModel(m: EngineModel): void {
   freeContext(m.llama, m.ctx);
   m.threadpool?.free();
   freeModel(m.llama, m.model);
+}
+
+/** An `EngineModel` as plain data (pointers as addresses), to hand to a worker thread. */
+export type ModelHandles =
+  & Omit<
+    EngineModel,
+    "llama" | "model" | "ctx" | "mem" | "vocab" | "threadpool" | "mtp"
+  >
+  & {
+    dir: string;
+    model: bigint;
+    ctx: bigint;
+    mem: bigint;
+    vocab: bigint;
+    mtp?: Omit<MtpContext, "ctx" | "mem" | "target" | "batch"> & {
+      ctx: bigint;
+      mem: bigint;
+      target: bigint;
+    };
+  };
+
+const addr = (p: Deno.PointerValue) => BigInt(Deno.UnsafePointer.value(p));
+const ptr = <T>(v: bigint) => Deno.UnsafePointer.create(v) as T;
+
+export function modelHandles(m: EngineModel): ModelHandles {
+  const { llama, model, ctx, mem, vocab, threadpool: _pool, mtp, ...plain } = m;
+  return {
+    ...plain,
+    dir: llama.dir,
+    model: addr(model),
+    ctx: addr(ctx),
+    mem: addr(mem),
+    vocab: addr(vocab),
+    ...(mtp
+      ? {
+        mtp: {
+          nEmbd: mtp.nEmbd,
+          nVocab: mtp.nVocab,
+          nBatch: mtp.nBatch,
+          nLayerNextn: mtp.nLayerNextn,
+          ctx: addr(mtp.ctx),
+          mem: addr(mtp.mem),
+          target: addr(mtp.target),
+        },
+      }
+      : {}),
+  };
+}
+
+/** The model and contexts another thread loaded, for use on this one (one decoder at a time). */
+export function modelFromHandles(h: ModelHandles): EngineModel {
+  const { dir, model, ctx, mem, vocab, mtp, ...plain } = h;
+  return {
+    ...plain,
+    llama: attachLlama(dir),
+    model: ptr(model),
+    ctx: ptr(ctx),
+    mem: ptr(mem),
+    vocab: ptr(vocab),
+    ...(mtp
+      ? {
+        mtp: {
+          ...mtp,
+          ctx: ptr(mtp.ctx),
+          mem: ptr(mtp.mem),
+          target: ptr(mtp.target),
+          batch: newMtpBatch(mtp.nBatch, mtp.nEmbd),
+        },
+      }
+      : {}),
+  };
 }

@@ -234,6 +234,11 @@ export type SchedulerOptions = {
    * prompt included, the token about to be decoded last). Default: prompt lookup.
    */
   draft?: (history: readonly number[], k: number) => number[];
+  /**
+   * Awaited at the top of every loop iteration, after the previous step's events reached their
+   * consumers (the worker thread posts them and reads its messages here).
+   */
+  onStep?: () => Promise<void> | void;
 };
 
 export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Scheduler {
@@ -714,6 +719,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
     };
     try {
       while (running.length || waiting.length || exclusiveQueue.length) {
+        if (opts.onStep) await opts.onStep();
         while (exclusiveQueue.length) await exclusiveQueue.shift()!();
         for (const seq of [...running]) {
           // Closing wakes a consumer still waiting on the channel of an aborted request.
@@ -765,7 +771,11 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
         mark("sample");
         // The events just pushed reach their sockets, and new requests get in, before the next
         // step blocks the thread again.
-        if (n <= SYNC_DECODE_MAX_ROWS) await ioTurn(m.llama);
+        if (n <= SYNC_DECODE_MAX_ROWS) {
+          for (let t = Number(Deno.env.get("TURNS") ?? 1); t > 0; t--) {
+            await ioTurn(m.llama);
+          }
+        }
         mark("io");
       }
     } finally {

@@ -13,7 +13,7 @@
 import type { Hono } from "hono";
 import { compileTemplate } from "../../lib/chat/template.ts";
 import { loadEngineModel } from "../../lib/engine/model.ts";
-import { createScheduler } from "../../lib/engine/scheduler.ts";
+import { startWorkerEngine } from "../../lib/engine/worker_engine.ts";
 import { newServerState, type ServerState } from "../../lib/engine/state.ts";
 import { createApp } from "../../routes/app.ts";
 import { tinyModelPath } from "./models.ts";
@@ -30,7 +30,7 @@ async function build(): Promise<{ app: Hono; state: ServerState }> {
   const state = newServerState("hearth-tiny");
   // One thread: spinning ggml threads on a busy 2-core machine stall each other.
   state.threads = 1;
-  state.engine = createScheduler(model);
+  state.engine = await startWorkerEngine(model);
   if (model.info.chatTemplate) state.template = compileTemplate(model.info.chatTemplate);
   return { app: createApp(state), state };
 }

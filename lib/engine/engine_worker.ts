@@ -1,0 +1,146 @@
+/**
+ * The worker thread that runs the scheduler (see `worker_engine.ts` for the main-thread side).
+ * It decodes and samples back to back with synchronous FFI; the events of each step are posted
+ * to the main thread in one message at the top of the next iteration, so the HTTP thread writes
+ * them while this thread is already decoding. Messages from the main thread (new requests,
+ * cancels, pauses) are announced on a shared counter: the loop takes an event-loop turn to
+ * receive them only when the counter moved, so a busy loop never pays for a turn it needs not.
+ *
+ * @example
+ * ```ts
+ * const w = new Worker(new URL("./engine_worker.ts", import.meta.url), { type: "module" });
+ * w.postMessage({ type: "init", handles, opts, control });
+ * ```
+ * @module
+ */
+import { modelFromHandles, type ModelHandles } from "./model.ts";
+import {
+  createScheduler,
+  type GenEvent,
+  type GenRequest,
+  isRefusal,
+  type Scheduler,
+  type SchedulerOptions,
+} from "./scheduler.ts";
+
+/** Main -> worker. */
+export type ToWorker =
+  | {
+    type: "init";
+    handles: ModelHandles;
+    opts: Omit<SchedulerOptions, "draft" | "onStep">;
+    control: SharedArrayBuffer;
+  }
+  | { type: "submit"; id: number; req: Omit<GenRequest, "signal"> }
+  | { type: "cancel"; id: number }
+  | { type: "pause"; id: number }
+  | { type: "resume"; id: number }
+  | { type: "sync"; id: number };
+
+/** Worker -> main. `stats` rides along so the main thread's `stats()` stays current. */
+export type FromWorker =
+  | { type: "ready" }
+  | { type: "events"; batch: [number, GenEvent][]; ended: number[]; stats: unknown }
+  | { type: "paused"; id: number }
+  | { type: "synced"; id: number; stats: unknown };
+
+// deno-lint-ignore no-explicit-any
+const post = (m: FromWorker) => (self as any).postMessage(m);
+
+let engine: Scheduler | undefined;
+let control: Int32Array | undefined;
+let seen = 0;
+const aborts = new Map<number, AbortController>();
+const resumes = new Map<number, () => void>();
+let batch: [number, GenEvent][] = [];
+let ended: number[] = [];
+
+let statsAt = 0;
+/** Stats are copied at most every `STATS_EVERY_MS` while streaming (a copy costs ~0.1 ms). */
+const STATS_EVERY_MS = 50;
+
+function flush(): void {
+  if (!batch.length && !ended.length) return;
+  const now = performance.now();
+  const withStats = ended.length > 0 || now - statsAt >= STATS_EVERY_MS;
+  if (withStats) statsAt = now;
+  post({ type: "events", batch, ended, stats: withStats ? engine!.stats() : undefined });
+  batch = [];
+  ended = [];
+}
+
+/** Posts the last step's events, then receives any message the main thread announced. */
+async function onStep(): Promise<void> {
+  flush();
+  while (control && Atomics.load(control, 0) !== seen) {
+    await new Promise((r) => setTimeout(r, 0));
+  }
+}
+
+async function pump(id: number, events: AsyncIterable<GenEvent>): Promise<void> {
+  try {
+    for await (const ev of events) batch.push([id, ev]);
+  } catch (e) {
+    batch.push([id, { type: "error", message: (e as Error).message }]);
+  }
+  ended.push(id);
+  aborts.delete(id);
+  // A request that ends while the loop is idle (refused, cancelled) still gets its news out.
+  queueMicrotask(() => engine!.idle().then(flush));
+}
+
+function handle(msg: ToWorker): void {
+  switch (msg.type) {
+    case "init": {
+      control = new Int32Array(msg.control);
+      engine = createScheduler(modelFromHandles(msg.handles), { ...msg.opts, onStep });
+      post({ type: "ready" });
+      return;
+    }
+    case "submit": {
+      const ac = new AbortController();
+      aborts.set(msg.id, ac);
+      let events: AsyncIterable<GenEvent>;
+      try {
+        events = engine!.submit({ ...msg.req, signal: ac.signal });
+      } catch (e) {
+        const kind = isRefusal(e) ? e.kind : "invalid";
+        batch.push([msg.id, { type: "error", message: `${kind}: ${(e as Error).message}` }]);
+        ended.push(msg.id);
+        aborts.delete(msg.id);
+        flush();
+        return;
+      }
+      pump(msg.id, events);
+      return;
+    }
+    case "cancel":
+      aborts.get(msg.id)?.abort();
+      return;
+    case "pause":
+      // Runs between two steps; the loop waits here until the main thread says resume.
+      engine!.exclusive(() =>
+        new Promise<void>((resolve) => {
+          resumes.set(msg.id, resolve);
+          flush();
+          post({ type: "paused", id: msg.id });
+        })
+      );
+      return;
+    case "resume":
+      resumes.get(msg.id)?.();
+      resumes.delete(msg.id);
+      return;
+    case "sync":
+      engine!.idle().then(() => {
+        flush();
+        post({ type: "synced", id: msg.id, stats: engine!.stats() });
+      });
+      return;
+  }
+}
+
+globalThis.addEventListener("message", (e) => {
+  seen++;
+  handle((e as MessageEvent<ToWorker>).data);
+});
