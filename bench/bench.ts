@@ -798,7 +798,8 @@ if (import.meta.main) {
   }
 
   let peer: Phase[] | undefined;
-  let peerJson: Phase[] = [];
+  const peerJson: Phase[] = [];
+  let peerJsonError: string | undefined;
   if (peerBuild) {
     loads.push(snapshot("peer"));
     console.error("bench: concurrency, llama-server...");
@@ -811,7 +812,23 @@ if (import.meta.main) {
       peer = await sweep(p.url, a, variants);
       if (a.constrained) {
         console.error("bench: JSON-schema constrained, llama-server...");
-        peerJson = await sweep(p.url, a, variants, JSON_PEER);
+        // llama-server has been seen to die in this phase at concurrency 32 (the connection
+        // closes mid-request); the run keeps the phases it finished and says so.
+        try {
+          for (const c of a.concurrency) {
+            peerJson.push(await drive(p.url, c, a.requests, a, variants, JSON_PEER));
+            const q = peerJson[peerJson.length - 1];
+            console.error(
+              `bench:   c=${c}: ${q.genTps.toFixed(1)} tok/s, TTFT p50 ${
+                q.ttftP50Ms.toFixed(0)
+              } ms, ` +
+                `ITL p50/p99 ${f1(q.itlP50Ms)}/${f1(q.itlP99Ms)} ms`,
+            );
+          }
+        } catch (e) {
+          peerJsonError = (e as Error).message.split("\n")[0];
+          console.error(`bench: llama-server failed in the constrained phase: ${peerJsonError}`);
+        }
       }
     } finally {
       await p.stop();
@@ -969,6 +986,7 @@ if (import.meta.main) {
   const result = {
     constrained: constrained.length ? { schema: BENCH_SCHEMA, rows: constrained } : undefined,
     speculative: speculative.length ? speculative : undefined,
+    peerConstrainedError: peerJsonError,
     date,
     model: path,
     threads,

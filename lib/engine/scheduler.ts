@@ -148,6 +148,24 @@ export function isRefusal(e: unknown): e is EngineRefusal {
   return e instanceof Error && "kind" in e;
 }
 
+/** Throws the refusal a request gets before it starts (empty, too long, bad logprobs). */
+export function checkRequest(m: EngineModel, req: GenRequest): void {
+  if (req.prompt.length === 0) throw refusal("invalid", "the prompt is empty (0 tokens)");
+  if (req.prompt.length >= m.nCtxSeq) {
+    throw refusal(
+      "too_long",
+      `the prompt has ${req.prompt.length} tokens but the context per sequence is ` +
+        `${m.nCtxSeq} tokens (it must leave room for at least one generated token)`,
+    );
+  }
+  for (const key of ["logprobs", "promptLogprobs"] as const) {
+    const n = req[key];
+    if (n !== undefined && !(Number.isInteger(n) && n >= 0 && n <= MAX_LOGPROBS)) {
+      throw refusal("invalid", `${key} must be an integer from 0 to ${MAX_LOGPROBS} (got ${n})`);
+    }
+  }
+}
+
 export type EngineStats = {
   running: number;
   waiting: number;
@@ -280,20 +298,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
   let idleWaiters: (() => void)[] = [];
 
   function submit(req: GenRequest): AsyncIterable<GenEvent> {
-    if (req.prompt.length === 0) throw refusal("invalid", "the prompt is empty (0 tokens)");
-    if (req.prompt.length >= m.nCtxSeq) {
-      throw refusal(
-        "too_long",
-        `the prompt has ${req.prompt.length} tokens but the context per sequence is ` +
-          `${m.nCtxSeq} tokens (it must leave room for at least one generated token)`,
-      );
-    }
-    for (const key of ["logprobs", "promptLogprobs"] as const) {
-      const n = req[key];
-      if (n !== undefined && !(Number.isInteger(n) && n >= 0 && n <= MAX_LOGPROBS)) {
-        throw refusal("invalid", `${key} must be an integer from 0 to ${MAX_LOGPROBS} (got ${n})`);
-      }
-    }
+    checkRequest(m, req);
     if (waiting.length >= maxWaiting) {
       throw refusal("busy", `the queue is full (${waiting.length} requests waiting)`);
     }

@@ -21,10 +21,10 @@ import { type Channel, newChannel } from "./channel.ts";
 import type { FromWorker, ToWorker } from "./engine_worker.ts";
 import { type EngineModel, modelHandles } from "./model.ts";
 import {
+  checkRequest,
   type EngineStats,
   type GenEvent,
   type GenRequest,
-  MAX_LOGPROBS,
   refusal,
   type Scheduler,
   type SchedulerOptions,
@@ -107,20 +107,7 @@ export async function startWorkerEngine(
   await ready;
 
   function submit(req: GenRequest): AsyncIterable<GenEvent> {
-    if (req.prompt.length === 0) throw refusal("invalid", "the prompt is empty (0 tokens)");
-    if (req.prompt.length >= m.nCtxSeq) {
-      throw refusal(
-        "too_long",
-        `the prompt has ${req.prompt.length} tokens but the context per sequence is ` +
-          `${m.nCtxSeq} tokens (it must leave room for at least one generated token)`,
-      );
-    }
-    for (const key of ["logprobs", "promptLogprobs"] as const) {
-      const n = req[key];
-      if (n !== undefined && !(Number.isInteger(n) && n >= 0 && n <= MAX_LOGPROBS)) {
-        throw refusal("invalid", `${key} must be an integer from 0 to ${MAX_LOGPROBS} (got ${n})`);
-      }
-    }
+    checkRequest(m, req);
     if (streams.size >= m.maxBatch + maxWaiting) {
       throw refusal("busy", `the queue is full (${streams.size - m.maxBatch} requests waiting)`);
     }
