@@ -555,6 +555,12 @@ type Phase = {
   ttftP50Ms: number;
   ttftP95Ms: number;
   ttftMs: number[];
+  /**
+   * Streaming rate of a request once its first token is out: Σ(tokens − 1) / Σ(time after the
+   * first token). Unlike `genTps` it does not depend on how long outputs are (constrained
+   * outputs end where their JSON does, and two servers' grammars close it at different lengths).
+   */
+  streamTps: number;
   /** Inter-token latency over every gap between chunks of every request. */
   itlP50Ms: number;
   itlP99Ms: number;
@@ -598,6 +604,8 @@ async function drive(
     ttftP50Ms: percentile(ttft, 50),
     ttftP95Ms: percentile(ttft, 95),
     ttftMs: ttft.map((x) => Math.round(x * 10) / 10),
+    streamTps: done.reduce((n, d) => n + Math.max(0, d.completionTokens - 1), 0) /
+      (done.reduce((t, d) => t + d.totalMs - d.ttftMs, 0) / 1000),
     itlP50Ms: gaps.length ? percentile(gaps, 50) : NaN,
     itlP99Ms: gaps.length ? percentile(gaps, 99) : NaN,
   };
@@ -839,7 +847,7 @@ if (import.meta.main) {
     json,
     ratio: json.genTps / server[i].genTps,
     peer: peerJson[i],
-    ratioToPeer: peerJson[i] ? json.genTps / peerJson[i].genTps : undefined,
+    ratioToPeer: peerJson[i] ? json.streamTps / peerJson[i].streamTps : undefined,
   }));
   loads.push(snapshot("end"));
 
@@ -919,20 +927,41 @@ if (import.meta.main) {
   if (constrained.length) {
     console.log(
       "\nstructured outputs (JSON Schema; Hearth `structured_outputs.json`, llama-server " +
-        "`json_schema`; tok/s of generated tokens; ITL in ms)",
+        "`json_schema`; json tok/s = tokens / wall time, stream tok/s = per request after its " +
+        "first token; vs llama-server compares stream tok/s, since the two grammars close the " +
+        "JSON at different lengths; ITL in ms)",
     );
-    const cHead = ["concurrency", "json tok/s", "vs unconstrained", "ITL p50/p99"];
-    if (peer) cHead.push("llama-server json tok/s", "ITL p50/p99", "vs llama-server");
+    const cHead = [
+      "concurrency",
+      "tokens",
+      "json tok/s",
+      "stream tok/s",
+      "vs unconstrained",
+      "ITL p50/p99",
+    ];
+    if (peer) {
+      cHead.push(
+        "llama-server tokens",
+        "json tok/s",
+        "stream tok/s",
+        "ITL p50/p99",
+        "vs llama-server",
+      );
+    }
     console.log(table(
       cHead,
       constrained.map((r) => [
         String(r.concurrency),
+        String(r.json.completionTokens),
         f1(r.json.genTps),
+        f1(r.json.streamTps),
         f3(r.ratio),
         `${f1(r.json.itlP50Ms)}/${f1(r.json.itlP99Ms)}`,
         ...(peer
           ? [
+            String(r.peer?.completionTokens ?? "-"),
             f1(r.peer?.genTps),
+            f1(r.peer?.streamTps),
             `${f1(r.peer?.itlP50Ms)}/${f1(r.peer?.itlP99Ms)}`,
             f3(r.ratioToPeer),
           ]

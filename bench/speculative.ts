@@ -3,8 +3,8 @@
  * without drafts, the acceptance rate and the speed-up, on two kinds of text:
  *
  * - **repeating**: the context-free test model (`tests/support/mtp_model.ts`: its trunk ignores
- *   context, so greedy text falls into a cycle) with prompt-lookup drafts, as a user's model gets
- *   on text that repeats its input;
+ *   context, so greedy text falls into a cycle), prompted with that cycle, with prompt-lookup
+ *   drafts: output that repeats its input, as a code edit or a quote does;
  * - **oracle**: the bench model with drafts taken from a first, draft-free run of the same
  *   request: every draft is right, so this is the ceiling the verification step allows.
  *
@@ -81,10 +81,10 @@ function prompt(n: number, variant: number): number[] {
 async function pair(
   text: SpeculativeRow["text"],
   path: string,
-  c: number,
+  prompts: number[][],
   o: Opts,
 ): Promise<SpeculativeRow> {
-  const prompts = Array.from({ length: c }, (_, i) => prompt(64, 500 + i));
+  const c = prompts.length;
   const base = await generate(path, prompts, o.genTokens, o.threads, {});
   // The oracle knows each request's draft-free continuation and proposes what follows.
   const known = new Map(prompts.map((p, i) => [p.join(","), base.tokens[i]]));
@@ -129,10 +129,17 @@ async function pair(
 /** Rows for concurrency 1 and 8 on repeating text and with an oracle draft. */
 export async function speculativeRows(benchModel: string, o: Opts): Promise<SpeculativeRow[]> {
   const repeating = await mtpModelPath();
+  // The context-free model's greedy text is periodic once it reaches its cycle: prompts made of
+  // that text (rotated per sequence) make output that repeats its input from the first token.
+  const warm = await generate(repeating, [prompt(64, 500)], 256, o.threads, {});
+  const cycle = warm.tokens[0].slice(-128);
+  const rotations = (c: number) =>
+    Array.from({ length: c }, (_, i) => [128000, ...cycle.slice(i * 7), ...cycle.slice(0, i * 7)]);
   const rows: SpeculativeRow[] = [];
-  // The context-free model's greedy text closes its cycle within its first ~100 tokens.
-  const long = { ...o, genTokens: Math.max(o.genTokens, 256) };
-  for (const c of [1, 8]) rows.push(await pair("repeating", repeating, c, long));
-  for (const c of [1, 8]) rows.push(await pair("oracle", benchModel, c, o));
+  for (const c of [1, 8]) rows.push(await pair("repeating", repeating, rotations(c), o));
+  for (const c of [1, 8]) {
+    const prompts = Array.from({ length: c }, (_, i) => prompt(64, 500 + i));
+    rows.push(await pair("oracle", benchModel, prompts, o));
+  }
   return rows;
 }
