@@ -46,6 +46,7 @@ import {
 import { makeModel } from "../lib/gguf/mod.ts";
 import { startServer } from "../tests/support/server.ts";
 import { sourceCacheDir } from "../tests/support/llama_source.ts";
+import { BENCH_SCHEMA } from "./schema.ts";
 import { type SpeculativeRow, speculativeRows } from "./speculative.ts";
 import { buildLlamaServer, peerArgs, type PeerBuild, startLlamaServer } from "./peer.ts";
 
@@ -179,28 +180,6 @@ function parseArgs(argv: string[]): Args {
   if (over) bad(`concurrency ${over} exceeds --max-batch ${a.maxBatch}`);
   return a;
 }
-
-/** A schema that keeps the model writing (an open list of records), for the constrained row. */
-const BENCH_SCHEMA = {
-  type: "object",
-  properties: {
-    items: {
-      type: "array",
-      items: {
-        type: "object",
-        properties: {
-          name: { type: "string" },
-          count: { type: "integer" },
-          ok: { type: "boolean" },
-        },
-        required: ["name", "count", "ok"],
-        additionalProperties: false,
-      },
-    },
-  },
-  required: ["items"],
-  additionalProperties: false,
-};
 
 // Constrained requests stop where the JSON ends: llama-server fails a request whose grammar has
 // ended while `ignore_eos` keeps it going ("Unexpected empty grammar stack").

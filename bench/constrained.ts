@@ -22,6 +22,7 @@ import { clearMaskCache, maskStats } from "../lib/engine/grammar_mask.ts";
 import { loadEngineModel } from "../lib/engine/model.ts";
 import { defaultSampling } from "../lib/engine/sampling.ts";
 import { createScheduler, type GenRequest } from "../lib/engine/scheduler.ts";
+import { BENCH_SCHEMA } from "./schema.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -40,26 +41,7 @@ const { values } = parseArgs({
   },
 });
 
-const SCHEMA = {
-  type: "object",
-  properties: {
-    items: {
-      type: "array",
-      items: {
-        type: "object",
-        properties: {
-          name: { type: "string" },
-          count: { type: "integer" },
-          ok: { type: "boolean" },
-        },
-        required: ["name", "count", "ok"],
-        additionalProperties: false,
-      },
-    },
-  },
-  required: ["items"],
-  additionalProperties: false,
-};
+const SCHEMA = BENCH_SCHEMA;
 
 const gbnf = compileConstraint({ json: SCHEMA });
 const m = await loadEngineModel({

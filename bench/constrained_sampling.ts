@@ -32,6 +32,7 @@ import {
 import { clearMaskCache, maskStats } from "../lib/engine/grammar_mask.ts";
 import { loadEngineModel } from "../lib/engine/model.ts";
 import { buildSamplerChain, defaultSampling } from "../lib/engine/sampling.ts";
+import { BENCH_SCHEMA } from "./schema.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -46,26 +47,7 @@ const { values } = parseArgs({
   },
 });
 
-const SCHEMA = {
-  type: "object",
-  properties: {
-    items: {
-      type: "array",
-      items: {
-        type: "object",
-        properties: {
-          name: { type: "string" },
-          count: { type: "integer" },
-          ok: { type: "boolean" },
-        },
-        required: ["name", "count", "ok"],
-        additionalProperties: false,
-      },
-    },
-  },
-  required: ["items"],
-  additionalProperties: false,
-};
+const SCHEMA = BENCH_SCHEMA;
 const gbnf = compileConstraint({ json: SCHEMA });
 const m = await loadEngineModel({ path: values.model, maxBatch: 1, maxSeqLen: 64, threads: 1 });
 const batch = newBatch(8);

@@ -29,27 +29,9 @@ import { defaultSampling } from "../lib/engine/sampling.ts";
 import { createScheduler, type GenRequest, type Scheduler } from "../lib/engine/scheduler.ts";
 import { tokenTrie } from "../lib/engine/token_trie.ts";
 import { tinyModelPath } from "./support/models.ts";
+import { BENCH_SCHEMA } from "../bench/schema.ts";
 
-const ITEMS = {
-  type: "object",
-  properties: {
-    items: {
-      type: "array",
-      items: {
-        type: "object",
-        properties: {
-          name: { type: "string" },
-          count: { type: "integer" },
-          ok: { type: "boolean" },
-        },
-        required: ["name", "count", "ok"],
-        additionalProperties: false,
-      },
-    },
-  },
-  required: ["items"],
-  additionalProperties: false,
-};
+const ITEMS = BENCH_SCHEMA;
 const SMALL = {
   type: "object",
   properties: { ok: { type: "boolean" }, n: { type: "integer", minimum: 0, maximum: 9 } },
