@@ -11,7 +11,7 @@
  * ```
  * @module
  */
-import type { EngineStats } from "./scheduler.ts";
+import { emptyStats, type EngineStats } from "./scheduler.ts";
 import type { ChannelCounters } from "./state.ts";
 
 export type Metrics = {
@@ -51,16 +51,7 @@ export function renderMetrics(
     "HTTP requests by route and status.",
     [...m.requests.entries()],
   );
-  const s = stats ?? {
-    running: 0,
-    waiting: 0,
-    kvUsage: 0,
-    promptTokensTotal: 0,
-    generatedTokensTotal: 0,
-    decodeSteps: 0,
-    backendSampledTotal: 0,
-    loopMs: { decode: 0, sample: 0, io: 0, other: 0 },
-  };
+  const s = stats ?? emptyStats();
   // The rate covers the time since the previous scrape, so each scrape sees fresh throughput.
   let rate = 0;
   if (m.last && now > m.last.at) {

@@ -187,6 +187,22 @@ export type EngineStats = {
   loopMs: { decode: number; sample: number; io: number; other: number };
 };
 
+/** Stats before anything ran (and while the model loads). */
+export function emptyStats(): EngineStats {
+  return {
+    running: 0,
+    waiting: 0,
+    kvUsage: 0,
+    promptTokensTotal: 0,
+    generatedTokensTotal: 0,
+    decodeSteps: 0,
+    backendSampledTotal: 0,
+    draftTokensTotal: 0,
+    draftAcceptedTotal: 0,
+    loopMs: { decode: 0, sample: 0, io: 0, other: 0 },
+  };
+}
+
 export type Scheduler = {
   model: EngineModel;
   /** Starts a generation; throws an `EngineRefusal` when it cannot be accepted. */

@@ -22,6 +22,7 @@ import type { FromWorker, ToWorker } from "./engine_worker.ts";
 import { type EngineModel, modelHandles } from "./model.ts";
 import {
   checkRequest,
+  emptyStats,
   type EngineStats,
   type GenEvent,
   type GenRequest,
@@ -33,19 +34,6 @@ import {
 export type WorkerEngine = Scheduler & {
   /** Stops the worker (after the model's requests are done); the model stays loaded. */
   close(): void;
-};
-
-const EMPTY_STATS: EngineStats = {
-  running: 0,
-  waiting: 0,
-  kvUsage: 0,
-  promptTokensTotal: 0,
-  generatedTokensTotal: 0,
-  decodeSteps: 0,
-  backendSampledTotal: 0,
-  draftTokensTotal: 0,
-  draftAcceptedTotal: 0,
-  loopMs: { decode: 0, sample: 0, io: 0, other: 0 },
 };
 
 export async function startWorkerEngine(
@@ -62,7 +50,7 @@ export async function startWorkerEngine(
   const streams = new Map<number, Channel<GenEvent>>();
   const paused = new Map<number, () => void>();
   const synced = new Map<number, () => void>();
-  let stats = EMPTY_STATS;
+  let stats = emptyStats();
   let nextId = 1;
   const maxWaiting = opts.maxWaiting ?? 1024;
 

@@ -21,16 +21,31 @@ export function tinyModelPath(): Promise<string> {
 }
 
 /** The tiny preset with a tool-calling family's template and markers, written once per machine. */
-export async function chatFormatModelPath(
+export function chatFormatModelPath(
   format: "llama3" | "hermes" | "mistral" | "qwen3-coder",
   opts: { replyLength?: number } = {},
 ): Promise<string> {
+  const ends = opts.replyLength ? `-ends${opts.replyLength}` : "";
+  // Named after the bytes of what defines the format (templates, marker tokens).
+  return cachedTinyModel(`${format}${ends}`, ["chat_formats.ts", "reply_length.ts", "presets.ts"], {
+    chatFormat: format,
+    ...opts,
+  });
+}
+
+/**
+ * A variant of the tiny preset written once per machine (atomically, so parallel test files can
+ * race for it), named after a hash of the `lib/gguf` sources that define it: an edit there never
+ * reuses a stale model.
+ */
+export async function cachedTinyModel(
+  name: string,
+  sources: string[],
+  options: Record<string, unknown>,
+): Promise<string> {
   const { makeModel } = await import("../../lib/gguf/mod.ts");
   const dir = `${testDataDir()}/models`;
-  // Named after the bytes of what defines the format (templates, marker tokens), so an edit
-  // there never reuses a stale model.
-  const ends = opts.replyLength ? `-ends${opts.replyLength}` : "";
-  const path = `${dir}/hearth-tiny-${format}${ends}-${await formatSourcesHash()}.gguf`;
+  const path = `${dir}/hearth-tiny-${name}-${await sourcesHash(sources)}.gguf`;
   try {
     await Deno.stat(path);
     return path;
@@ -40,7 +55,7 @@ export async function chatFormatModelPath(
   await Deno.mkdir(dir, { recursive: true });
   const tmp = `${path}.${Deno.pid}.${crypto.randomUUID().slice(0, 8)}.tmp`;
   try {
-    await makeModel({ preset: "tiny", out: tmp, chatFormat: format, ...opts });
+    await makeModel({ preset: "tiny", out: tmp, ...options });
     await Deno.rename(tmp, path);
   } catch (e) {
     await Deno.remove(tmp).catch(() => {});
@@ -49,10 +64,9 @@ export async function chatFormatModelPath(
   return path;
 }
 
-async function formatSourcesHash(): Promise<string> {
+async function sourcesHash(sources: string[]): Promise<string> {
   const gguf = new URL("../../lib/gguf/", import.meta.url);
-  const files = ["chat_formats.ts", "reply_length.ts", "presets.ts"].map((f) => new URL(f, gguf));
-  const parts = await Promise.all(files.map((f) => Deno.readFile(f)));
+  const parts = await Promise.all(sources.map((f) => Deno.readFile(new URL(f, gguf))));
   const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
   let at = 0;
   for (const p of parts) {
