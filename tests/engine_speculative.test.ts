@@ -7,6 +7,7 @@ import { loadEngineModel, unloadEngineModel } from "../lib/engine/model.ts";
 import { defaultSampling, type Sampling } from "../lib/engine/sampling.ts";
 import { createScheduler, type GenRequest, type Scheduler } from "../lib/engine/scheduler.ts";
 import { lookupDraft } from "../lib/engine/lookup.ts";
+import { newMetrics, renderMetrics } from "../lib/engine/metrics.ts";
 import { tinyModelPath } from "./support/models.ts";
 import { mtpModelPath } from "./support/mtp_model.ts";
 
@@ -175,6 +176,12 @@ Deno.test("speculative decoding with the model's MTP heads: same output, drafts 
     // the test model's head mostly agrees with its trunk.
     assert.ok(st.draftTokensTotal >= 3 * 20, `${st.draftTokensTotal} drafted`);
     assert.ok(st.draftAcceptedTotal > st.draftTokensTotal / 4, JSON.stringify(st));
+    const text = renderMetrics(newMetrics(), st);
+    assert.match(
+      text,
+      new RegExp(`^hearth_draft_accepted_tokens_total ${st.draftAcceptedTotal}$`, "m"),
+    );
+    assert.match(text, new RegExp(`^hearth_draft_tokens_total ${st.draftTokensTotal}$`, "m"));
     // Two greedy sequences verifying side by side, the second reusing the first's cached prefix.
     const batched = await Promise.all([run(spec, cases[0]), run(spec, cases[1])]);
     assert.deepEqual(batched.map((o) => o.tokens), [want[0].tokens, want[1].tokens]);

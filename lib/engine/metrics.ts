@@ -80,6 +80,16 @@ export function renderMetrics(
     "Tokens sampled inside the decode graph (backend sampling).",
     [["", s.backendSampledTotal]],
   );
+  metric("hearth_draft_tokens_total", "counter", "Speculative draft tokens verified (--mtp).", [[
+    "",
+    s.draftTokensTotal,
+  ]]);
+  metric(
+    "hearth_draft_accepted_tokens_total",
+    "counter",
+    "Draft tokens the target's own samples agreed with.",
+    [["", s.draftAcceptedTotal]],
+  );
   metric(
     "hearth_engine_loop_seconds_total",
     "counter",
