@@ -47,9 +47,7 @@ import {
   kvU32,
   Q8_0_BLOCK_BYTES,
   QK8_0,
-  tensorByteSize,
 } from "./types.ts";
-import { type TensorSpec, writeGguf } from "./writer.ts";
 import {
   DEFAULT_SEED,
   type MakeModelOptions,
@@ -57,6 +55,7 @@ import {
   type ModelDtype,
   modelMetadata,
   PRESETS,
+  writePlan,
 } from "./presets.ts";
 
 /** The llama.cpp architecture of MTP test models. */
@@ -295,18 +294,5 @@ export async function makeMtpModel(opts: MakeModelOptions): Promise<MakeModelRes
   const metadata = await mtpMetadata(opts, dtype);
   const nVocab = metadata.get(`${MTP_ARCH}.vocab_size`)?.value as number;
   const plan = planMtpTensors(preset, nVocab, dtype);
-  const tensors: TensorSpec[] = plan.map((t) => {
-    tensorByteSize(t.type, t.dims); // fail early on shapes the type cannot hold
-    return { name: t.name, type: t.type, dims: t.dims, data: () => chunks(t, seed) };
-  });
-  await writeGguf(opts.out, { metadata, tensors });
-  const { size } = await Deno.stat(opts.out);
-  return {
-    path: opts.out,
-    bytes: size,
-    tensorCount: plan.length,
-    parameterCount: plan.reduce((sum, t) => sum + elementCount(t.dims), 0),
-    dtype,
-    seed,
-  };
+  return await writePlan(opts.out, metadata, plan, (t) => chunks(t, seed), dtype, seed);
 }

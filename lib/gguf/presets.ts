@@ -347,14 +347,26 @@ export async function makeModel(opts: MakeModelOptions): Promise<MakeModelResult
     const eog = endOfTurnIds(metadata);
     planReplyLength(plan, preset.nEmbd, eog, opts.replyLength);
   }
+  return await writePlan(opts.out, metadata, plan, (t) => tensorChunks(t, seed), dtype, seed);
+}
+
+/** Writes a planned model (tensor data produced lazily by `chunks`) and describes the file. */
+export async function writePlan<T extends { name: string; type: number; dims: number[] }>(
+  out: string,
+  metadata: Parameters<typeof writeGguf>[1]["metadata"],
+  plan: T[],
+  chunks: (t: T) => Iterable<Uint8Array>,
+  dtype: ModelDtype,
+  seed: number,
+): Promise<MakeModelResult> {
   const tensors: TensorSpec[] = plan.map((t) => {
     tensorByteSize(t.type, t.dims); // fail early on shapes the type cannot hold
-    return { name: t.name, type: t.type, dims: t.dims, data: () => tensorChunks(t, seed) };
+    return { name: t.name, type: t.type, dims: t.dims, data: () => chunks(t) };
   });
-  await writeGguf(opts.out, { metadata, tensors });
-  const { size } = await Deno.stat(opts.out);
+  await writeGguf(out, { metadata, tensors });
+  const { size } = await Deno.stat(out);
   return {
-    path: opts.out,
+    path: out,
     bytes: size,
     tensorCount: plan.length,
     parameterCount: plan.reduce((sum, t) => sum + elementCount(t.dims), 0),
