@@ -24,12 +24,11 @@ import {
   setMaskCacheBudget,
   trieMask,
 } from "../lib/engine/grammar_mask.ts";
-import { type EngineModel, loadEngineModel } from "../lib/engine/model.ts";
 import { defaultSampling } from "../lib/engine/sampling.ts";
-import { createScheduler, type GenRequest, type Scheduler } from "../lib/engine/scheduler.ts";
+import type { GenRequest, Scheduler } from "../lib/engine/scheduler.ts";
 import { tokenTrie } from "../lib/engine/token_trie.ts";
-import { tinyModelPath } from "./support/models.ts";
 import { BENCH_SCHEMA } from "../bench/schema.ts";
+import { tinyEngine } from "./support/tiny_engine.ts";
 
 const ITEMS = BENCH_SCHEMA;
 const SMALL = {
@@ -44,19 +43,7 @@ const SCHEMAS = [ITEMS, SMALL].map((schema) => ({
   validate: new Ajv2020({ strict: false }).compile(schema),
 }));
 
-let shared: Promise<{ m: EngineModel; engine: Scheduler }> | undefined;
-function engine(): Promise<{ m: EngineModel; engine: Scheduler }> {
-  shared ??= (async () => {
-    const m = await loadEngineModel({
-      path: await tinyModelPath(),
-      maxBatch: 4,
-      maxSeqLen: 512,
-      threads: 1,
-    });
-    return { m, engine: createScheduler(m) };
-  })();
-  return shared;
-}
+const engine = tinyEngine;
 
 type Out = { text: string; tokens: number[]; finish: string };
 

@@ -9,16 +9,11 @@ import { Ajv2020 } from "ajv/dist/2020.js";
 import { detokenize } from "../ffi/mod.ts";
 import { compileConstraint } from "../lib/constrain/mod.ts";
 import { checkGrammar } from "../lib/engine/constrained.ts";
-import { type EngineModel, loadEngineModel } from "../lib/engine/model.ts";
+import type { EngineModel } from "../lib/engine/model.ts";
 import { defaultSampling } from "../lib/engine/sampling.ts";
-import {
-  createScheduler,
-  type GenEvent,
-  type GenRequest,
-  type Scheduler,
-} from "../lib/engine/scheduler.ts";
+import { type GenEvent, type GenRequest, type Scheduler } from "../lib/engine/scheduler.ts";
 import { compileTriggerPatterns, newTriggerWatch, peekTrigger } from "../lib/engine/triggers.ts";
-import { tinyModelPath } from "./support/models.ts";
+import { tinyEngine } from "./support/tiny_engine.ts";
 
 const TRIGGER = 128002; // <|reserved_special_token_0|>
 const TRIGGER_TEXT = "<|reserved_special_token_0|>";
@@ -41,19 +36,7 @@ const json = compileConstraint({ json: schema });
 const lazyGbnf = json.replace(/^root ::=/m, "after-trigger ::=") +
   `\nroot ::= "${TRIGGER_TEXT}" after-trigger\n`;
 
-let shared: Promise<{ m: EngineModel; engine: Scheduler }> | undefined;
-function engine(): Promise<{ m: EngineModel; engine: Scheduler }> {
-  shared ??= (async () => {
-    const m = await loadEngineModel({
-      path: await tinyModelPath(),
-      maxBatch: 4,
-      maxSeqLen: 512,
-      threads: 1,
-    });
-    return { m, engine: createScheduler(m) };
-  })();
-  return shared;
-}
+const engine = tinyEngine;
 
 type Run = { text: string; tokens: number[]; finish: string };
 

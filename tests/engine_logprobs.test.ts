@@ -6,17 +6,16 @@ import assert from "node:assert/strict";
 import { decode, freeContext, logitsIth, newBatch, newContext, setBatchSize } from "../ffi/mod.ts";
 import { compileConstraint } from "../lib/constrain/mod.ts";
 import { logSoftmaxTop } from "../lib/engine/logprobs.ts";
-import { type EngineModel, loadEngineModel } from "../lib/engine/model.ts";
+import type { EngineModel } from "../lib/engine/model.ts";
 import { defaultSampling } from "../lib/engine/sampling.ts";
 import {
-  createScheduler,
   type GenEvent,
   type GenRequest,
   isRefusal,
   type Scheduler,
   type TokenLogprob,
 } from "../lib/engine/scheduler.ts";
-import { tinyModelPath } from "./support/models.ts";
+import { tinyEngine } from "./support/tiny_engine.ts";
 
 // Rows decoded in the same batch shape agree to float precision: prompt logprobs are held to this.
 const EPS = 1e-4;
@@ -26,19 +25,7 @@ const EPS = 1e-4;
 // schedules (measured; the sampled tokens still agree). Comparisons across schedules use this.
 const EPS_SCHEDULE = 5e-3;
 
-let shared: Promise<{ m: EngineModel; engine: Scheduler }> | undefined;
-function engine(): Promise<{ m: EngineModel; engine: Scheduler }> {
-  shared ??= (async () => {
-    const m = await loadEngineModel({
-      path: await tinyModelPath(),
-      maxBatch: 4,
-      maxSeqLen: 512,
-      threads: 1,
-    });
-    return { m, engine: createScheduler(m) };
-  })();
-  return shared;
-}
+const engine = tinyEngine;
 
 type Run = {
   events: GenEvent[];

@@ -1,0 +1,29 @@
+/**
+ * One in-process scheduler on the tiny model per test file (loaded on first use): for engine
+ * tests that drive `createScheduler` directly, without HTTP or the worker thread.
+ *
+ * @example
+ * ```ts
+ * import { tinyEngine } from "./tiny_engine.ts";
+ * const { m, engine } = await tinyEngine();
+ * ```
+ * @module
+ */
+import { type EngineModel, loadEngineModel } from "../../lib/engine/model.ts";
+import { createScheduler, type Scheduler } from "../../lib/engine/scheduler.ts";
+import { tinyModelPath } from "./models.ts";
+
+let shared: Promise<{ m: EngineModel; engine: Scheduler }> | undefined;
+
+export function tinyEngine(): Promise<{ m: EngineModel; engine: Scheduler }> {
+  shared ??= (async () => {
+    const m = await loadEngineModel({
+      path: await tinyModelPath(),
+      maxBatch: 4,
+      maxSeqLen: 512,
+      threads: 1,
+    });
+    return { m, engine: createScheduler(m) };
+  })();
+  return shared;
+}
