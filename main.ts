@@ -36,6 +36,8 @@ import { makeModel } from "./lib/gguf/mod.ts";
 import { resolveModel } from "./lib/models/resolve.ts";
 import { createApp } from "./routes/app.ts";
 import { sseBufferLimitFromEnv } from "./routes/sse.ts";
+import { loadUiAssets, mountUi, SERVER_PAGES, uiServerHandler } from "./routes/ui.ts";
+import { videoRulesDocument } from "./lib/video/rules_document.ts";
 
 function die(message: string, code = 2): never {
   console.error(`hearth: ${message}`);
@@ -171,18 +173,37 @@ async function serve(argv: string[]): Promise<void> {
     });
     surfaces.video = videoRoutes(video);
   }
+  const uiAssets = await loadUiAssets();
+  const uiOptions = {
+    pages: SERVER_PAGES,
+    json: {
+      "video-rules.json": () =>
+        videoRulesDocument(config.videoRegion, { keyRequired: keys.length > 0 }),
+    },
+  };
+  mountUi(app, uiAssets, uiOptions);
   const server = Deno.serve({
     hostname: config.host,
     port: config.port,
     onListen: ({ hostname, port }) =>
       console.error(`hearth: listening on http://${hostname}:${port} (model ${resolved.id})`),
   }, app.fetch);
+  const uiServer = config.uiServer
+    ? Deno.serve({
+      hostname: config.host,
+      port: config.uiPort,
+      onListen: ({ hostname, port }) =>
+        console.error(
+          `hearth: web UI on http://${hostname}:${port}/ (also under /ui/ on the API port)`,
+        ),
+    }, uiServerHandler(uiAssets, app, uiOptions))
+    : undefined;
 
   const stop = async () => {
     // Open event streams would hold shutdown() forever; end them first.
     surfaces.fanout.closeAll();
     await Promise.all([agents?.close(), video?.close()]);
-    await server.shutdown();
+    await Promise.all([server.shutdown(), uiServer?.shutdown()]);
     // Queued chat-log lines belong to replies already sent; write them before leaving.
     await state.chatLog?.flush();
     Deno.exit(0);
@@ -221,7 +242,7 @@ async function serve(argv: string[]): Promise<void> {
   } catch (e) {
     state.loadError = (e as Error).message;
     console.error(`hearth: could not load the model: ${state.loadError}`);
-    await server.shutdown();
+    await Promise.all([server.shutdown(), uiServer?.shutdown()]);
     Deno.exit(1);
   }
 }

@@ -59,6 +59,10 @@ const OPEN_PATHS = new Set(["/health", "/v1/models"]);
 const isAnthropic = (c: Context) => c.req.path.startsWith("/v1/messages");
 const isGoogle = (c: Context) => c.req.path.startsWith("/v1beta/");
 const isAgentChannel = (c: Context) => c.req.path.startsWith("/api/") || c.req.path === "/ws";
+/** The web UI's static pages: open, so a browser can load them and then ask for the key. */
+const isUi = (c: Context) => c.req.path === "/ui" || c.req.path.startsWith("/ui/");
+/** Where a browser cannot set headers (WebSocket): the key may come as `?api_key=`. */
+const takesQueryKey = (c: Context) => c.req.path === "/ws";
 
 export function createApp(state: ServerState, surfaces: Surfaces = newSurfaces()): Hono {
   const app = new Hono();
@@ -74,9 +78,10 @@ export function createApp(state: ServerState, surfaces: Surfaces = newSurfaces()
   app.use("*", ignoredFieldsHeader);
   app.use("*", async (c, next) => {
     // The video API checks its own keys (`x-goog-api-key`), in Google's error envelope.
-    if (!state.apiKey || OPEN_PATHS.has(c.req.path) || isGoogle(c)) return await next();
+    if (!state.apiKey || OPEN_PATHS.has(c.req.path) || isGoogle(c) || isUi(c)) return await next();
     const bearer = c.req.header("authorization")?.match(/^Bearer\s+(.+)$/i)?.[1];
-    const key = bearer ?? c.req.header("x-api-key");
+    const key = bearer ?? c.req.header("x-api-key") ??
+      (takesQueryKey(c) ? c.req.query("api_key") : undefined);
     if (key === state.apiKey) return await next();
     const message = key ? "Incorrect API key provided." : "Missing API key.";
     if (isAnthropic(c)) return anthropicError(401, "authentication_error", message);

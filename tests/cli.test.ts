@@ -27,7 +27,7 @@ const exitsTwo: [string[], RegExp][] = [
   [["serve", "--num-ranks", "2"], /ranks .* not supported by this build/],
   [["serve", "--master-addr", "10.0.0.1:29500"], /not supported by this build/],
   [["serve", "--pd-config", "pd.json"], /--pd-config .* not implemented yet/],
-  [["serve", "--ui-server"], /--ui-server .* not implemented yet/],
+  [["serve", "--ui-server", "--ui-port", "8000"], /--ui-port 8000 is also --port/],
   [
     ["serve", "--agents-config", "a.json"],
     /--agents-config on a non-loopback --host .* needs --api-key/,

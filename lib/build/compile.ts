@@ -20,7 +20,16 @@
 const root = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
 
 /** What goes into the payload, relative to the project root. */
-const APP_ENTRIES = ["main.ts", "deno.json", "deno.lock", "routes", "ffi", "lib", "node_modules"];
+const APP_ENTRIES = [
+  "main.ts",
+  "deno.json",
+  "deno.lock",
+  "routes",
+  "ffi",
+  "lib",
+  "ui",
+  "node_modules",
+];
 
 async function run(cmd: string, args: string[], env?: Record<string, string>): Promise<void> {
   const out = await new Deno.Command(cmd, { args, env, stdout: "inherit", stderr: "piped" })

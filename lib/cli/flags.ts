@@ -314,9 +314,11 @@ export function unsupportedFlag(c: ServeConfig, gpu: boolean): string | undefine
     return "multi-GPU / multi-node ranks (--num-ranks, --local-num-ranks, --rank-offset, " +
       "--master-addr) are not supported by this build: it runs one rank";
   }
+  if (c.uiServer && c.uiPort === c.port) {
+    return `--ui-port ${c.uiPort} is also --port: the web UI needs a port of its own`;
+  }
   if (c.pdConfig) return "--pd-config (prefill/decode split) is not implemented yet";
   if (c.mcpConfig) return "--mcp-config is not implemented yet";
-  if (c.uiServer) return "--ui-server (web UI) is not implemented yet";
   if (c.videoBackend === "upstream" && !c.videoUpstream) {
     return "--video-backend upstream needs --video-upstream URL";
   }
