@@ -104,6 +104,7 @@ export function createApp(state: ServerState, surfaces: Surfaces = newSurfaces()
   app.all("/api/sessions", sessions);
   app.all("/api/sessions/*", sessions);
   app.all("/api/messages/*", sessions);
+  app.all("/api/agents", sessions);
   app.all("/v1beta/*", (c) => {
     if (surfaces.video) return surfaces.video.fetch(c.req.raw, c.env);
     if (surfaces.videoDisabled) {
