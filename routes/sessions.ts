@@ -1,6 +1,7 @@
 /**
- * The agent manager endpoints (DESIGN.md section 6) over the agent service: sessions, messages,
- * steering, cancel, activation, schedules and the latest message. Bodies are strict JSON objects
+ * The agent manager endpoints (DESIGN.md section 6) over the agent service: the configured agents
+ * (`GET /api/agents`: names and providers only), sessions, messages, steering, cancel, activation,
+ * schedules and the latest message. Bodies are strict JSON objects
  * checked with Zod; every refusal is `{"error": CODE, "message": "..."}` with its status (400
  * `BAD_REQUEST`, 404 `NOT_FOUND`, 409 `NOT_RUNNING` / `AGENT_UNAVAILABLE`). Requests name agents,
  * never commands: what runs is fixed by `--agents-config`.
@@ -21,6 +22,7 @@ import {
   MAX_SCHEDULE_SECONDS,
   MAX_TEXT_BYTES,
   MAX_TEXT_CHARS,
+  publicAgents,
 } from "../lib/agents/sessions.ts";
 import { parseBody, type Parsed } from "./errors.ts";
 
@@ -69,6 +71,8 @@ function body<S extends z.ZodType>(c: Context, schema: S): Promise<Parsed<z.outp
 
 export function sessionRoutes(service: AgentService): Hono {
   const app = new Hono();
+
+  app.get("/api/agents", (c) => c.json({ agents: publicAgents(service.config) }));
 
   app.post("/api/sessions", (c) =>
     guard(c, async () => {

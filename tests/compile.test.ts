@@ -37,6 +37,13 @@ Deno.test("compiled binary serves the demo model from an empty HOME", async () =
       const body = await r.json();
       assert.equal(body.model, "hearth-demo");
       assert.equal(body.usage.completion_tokens, 5);
+      // The web UI travels inside the binary.
+      const ui = await fetch(`${srv.url}/ui/`);
+      assert.equal(ui.status, 200);
+      assert.match(await ui.text(), /<title>Chat · Hearth<\/title>/);
+      const js = await fetch(`${srv.url}/ui/assets/api.js`);
+      assert.equal(js.status, 200);
+      await js.body?.cancel();
     } finally {
       await srv.stop();
     }

@@ -135,7 +135,11 @@ Deno.test("ui: no page or module writes HTML strings into the DOM", async () => 
   for (const [name, asset] of assets) {
     if (!name.endsWith(".js")) continue;
     const text = new TextDecoder().decode(asset.body);
-    assert.doesNotMatch(text, /\.innerHTML\s*=|outerHTML\s*=|insertAdjacentHTML|document\.write/, name);
+    assert.doesNotMatch(
+      text,
+      /\.innerHTML\s*=|outerHTML\s*=|insertAdjacentHTML|document\.write/,
+      name,
+    );
     assert.doesNotMatch(text, /\beval\(|new Function\(/, name);
   }
   await Promise.resolve();

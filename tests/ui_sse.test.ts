@@ -9,7 +9,7 @@ Deno.test("sse: messages, comments and ids across chunk boundaries and line endi
   const p = sseParser();
   const out = [
     ...p.push(": connected\n\nid: 1\nda"),
-    ...p.push("ta: {\"a\":1}\r"),
+    ...p.push('ta: {"a":1}\r'),
     ...p.push("\n\r\ndata: x\ndata: y\r\rid: 7\nevent: ping\ndata\n\n"),
   ];
   assert.deepEqual(out, [

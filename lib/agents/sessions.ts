@@ -163,6 +163,18 @@ function checkText(text: string) {
   }
 }
 
+/** What HTTP may say about a configured agent: its name, provider and fallback, never its command. */
+export type PublicAgent = { name: string; provider: Provider; fallback?: string };
+
+/** The configured agents as `GET /api/agents` lists them (config order; no commands, args or env). */
+export function publicAgents(config: AgentsFile): PublicAgent[] {
+  return Object.values(config.agents).map((a) => ({
+    name: a.name,
+    provider: a.provider,
+    ...(a.fallback !== undefined ? { fallback: a.fallback } : {}),
+  }));
+}
+
 /** Resolves a requested cwd (default: the first root) to a real directory inside a root. */
 export async function resolveSessionCwd(config: AgentsFile, cwd?: string): Promise<string> {
   if (cwd === undefined) return config.roots[0];

@@ -91,6 +91,11 @@ export type WatcherOptions = {
 export type WorkerWatcher = {
   readonly url: string;
   snapshot(): InstanceSnapshot;
+  /**
+   * Calls `fn` after anything in the snapshot may have changed (an event, a poll answer, a stream
+   * state change; not pings). Returns the unsubscribe function. Callers coalesce: it can fire often.
+   */
+  subscribe(fn: () => void): () => void;
   /** Closes the stream, stops polling and waits for every request in flight. */
   stop(): Promise<void>;
 };
@@ -141,6 +146,16 @@ export function watchWorker(opts: WatcherOptions): WorkerWatcher {
   // Per source, so that a success clears only its own kind of failure.
   const errors = new Map<string, { message: string; at: number }>();
 
+  const listeners = new Set<() => void>();
+  const changed = () => {
+    for (const fn of listeners) {
+      try {
+        fn();
+      } catch (e) {
+        log(`worker ${url}: a change listener failed: ${(e as Error).message}`);
+      }
+    }
+  };
   const seen = () => (lastSeen = now());
   const fail = (source: string, message: string) => errors.set(source, { message, at: now() });
   const setStatus = (next: InstanceStatus, why?: string) => {
@@ -194,22 +209,32 @@ export function watchWorker(opts: WatcherOptions): WorkerWatcher {
       stopper.signal.removeEventListener("abort", onStop);
     }
   };
+  /** `getJson` whose answer (or failure) is announced once the caller has applied it. */
+  const fetchThen = async <T>(
+    source: string,
+    path: string,
+    schema: z.ZodType<T>,
+    apply: (data: T) => void,
+  ) => {
+    const data = await getJson(source, path, schema);
+    if (data !== undefined) apply(data);
+    if (!stopper.signal.aborted) changed();
+  };
 
-  const refreshLatest = singleFlight(async () => {
-    const r = await getJson("latest", "/api/messages/latest", latestSchema);
-    if (!r) return;
-    latestMessage = r.message && r.sessionId ? { ...r.message, sessionId: r.sessionId } : null;
-  });
-  const refreshSessions = singleFlight(async () => {
-    const r = await getJson("sessions", "/api/sessions", sessionsSchema);
-    if (r) sessions = r.sessions;
-  });
+  const refreshLatest = singleFlight(() =>
+    fetchThen("latest", "/api/messages/latest", latestSchema, (r) => {
+      latestMessage = r.message && r.sessionId ? { ...r.message, sessionId: r.sessionId } : null;
+    })
+  );
+  const refreshSessions = singleFlight(() =>
+    fetchThen("sessions", "/api/sessions", sessionsSchema, (r) => (sessions = r.sessions))
+  );
   const refreshAll = () => {
     refreshLatest.run();
     refreshSessions.run();
   };
 
-  const onEvent = (payload: unknown, id?: string) => {
+  const handleEvent = (payload: unknown, id?: string) => {
     seen();
     if (!payload || typeof payload !== "object") {
       fail("events", `event is not a JSON object: ${JSON.stringify(payload)?.slice(0, 120)}`);
@@ -239,6 +264,12 @@ export function watchWorker(opts: WatcherOptions): WorkerWatcher {
         if (SESSION_EVENTS.has(String(p.event))) refreshSessions.run();
     }
   };
+  /** Every event but pings may change the snapshot. */
+  const onEvent = (payload: unknown, id?: string) => {
+    handleEvent(payload, id);
+    const p = payload as Record<string, unknown> | null;
+    if (!(p?.topic === "system" && p?.event === "ping")) changed();
+  };
 
   const eventsDone = runSseClient({
     url: `${url}/api/events`,
@@ -248,7 +279,10 @@ export function watchWorker(opts: WatcherOptions): WorkerWatcher {
     maxBackoffMs: opts.maxBackoffMs,
     idleTimeoutMs: opts.idleTimeoutMs,
     onEvent,
-    onInvalid: (reason) => fail("events", reason),
+    onInvalid: (reason) => {
+      fail("events", reason);
+      changed();
+    },
     onState(state, detail) {
       stream = state;
       if (state === "connecting") {
@@ -266,6 +300,7 @@ export function watchWorker(opts: WatcherOptions): WorkerWatcher {
         fail("events", why);
         setStatus("down", `${why}; retry in ${detail.delayMs} ms`);
       }
+      changed();
     },
   });
 
@@ -297,10 +332,15 @@ export function watchWorker(opts: WatcherOptions): WorkerWatcher {
         ...(retryInMs !== undefined ? { retryInMs } : {}),
       };
     },
+    subscribe(fn) {
+      listeners.add(fn);
+      return () => listeners.delete(fn);
+    },
     async stop() {
       clearInterval(poll);
       stopper.abort();
       await Promise.all([eventsDone, refreshLatest.idle(), refreshSessions.idle()]);
+      listeners.clear();
     },
   };
 }

@@ -1,9 +1,9 @@
 /**
  * `hearth manager --workers URL,...`: a separate process, on its own port (8002), that watches
  * several Hearth workers (one {@link watchWorker} each) and serves their status and latest messages
- * at `GET /api/manager/instances`. Flags are validated with Zod; a bad one prints one line
- * (`hearth: ...`) and exits with status 2. SIGINT and SIGTERM close the worker streams, stop polling
- * and shut the server down.
+ * at `GET /api/manager/instances` (live: `GET /api/manager/events`), with the web UI's manager page
+ * at `/`. Flags are validated with Zod; a bad one prints one line (`hearth: ...`) and exits with
+ * status 2. SIGINT and SIGTERM close the worker streams, stop polling and shut the server down.
  *
  * `main.ts` hands it the `manager` subcommand's argv and the HTTP routes (routes/manager.ts), so
  * lib/ never imports routes/.
@@ -114,12 +114,13 @@ export function parseManagerArgs(argv: string[]): ManagerArgsResult {
 
 /**
  * Builds the manager's HTTP handler over the watchers. Given by the caller (`main.ts` passes
- * `managerRoutes` from routes/manager.ts) so this module never reaches up into routes/.
+ * `managerRoutes` from routes/manager.ts) so this module never reaches up into routes/. `close`,
+ * when present, ends long-lived responses (event streams) so the server can shut down.
  */
 export type ManagerRoutes = (
   watchers: readonly WorkerWatcher[],
   opts: { apiKey?: string },
-) => { fetch: (req: Request) => Response | Promise<Response> };
+) => { fetch: (req: Request) => Response | Promise<Response>; close?: () => void };
 
 export type ManagerOptions = Omit<ManagerConfig, "help"> & {
   routes: ManagerRoutes;
@@ -163,7 +164,10 @@ export function startManager(opts: ManagerOptions): RunningManager {
   const stop = () =>
     stopping ??= (async () => {
       await Promise.all(watchers.map((w) => w.stop()));
-      await server.shutdown();
+      // No new connections from here; then the open event streams end, which lets it finish.
+      const down = server.shutdown();
+      app.close?.();
+      await down;
     })();
   return { url, watchers, stop, finished: server.finished };
 }

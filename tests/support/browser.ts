@@ -81,3 +81,24 @@ export async function launchBrowser(): Promise<TestBrowser> {
     [Symbol.asyncDispose]: close,
   };
 }
+
+/**
+ * Polls a JavaScript expression in the page until it is truthy (an exception it throws fails at
+ * once). `page.waitForFunction` with a string evaluates it with `eval` inside the page, which the
+ * UI's CSP forbids; `page.evaluate` goes through the debugging protocol and is not blocked.
+ */
+export async function waitInPage(
+  page: Page,
+  expression: string,
+  opts: { timeout?: number; interval?: number } = {},
+): Promise<unknown> {
+  const deadline = Date.now() + (opts.timeout ?? 10_000);
+  while (true) {
+    const value = await page.evaluate(expression);
+    if (value) return value;
+    if (Date.now() > deadline) {
+      throw new Error(`timed out waiting in the page for: ${expression.trim().slice(0, 200)}`);
+    }
+    await new Promise((r) => setTimeout(r, opts.interval ?? 100));
+  }
+}

@@ -1,0 +1,100 @@
+/**
+ * `GET /api/agents`: the configured agents by name and provider (and fallback), in config order,
+ * never their commands, arguments or environment; through the whole app it sits behind the API
+ * key like the rest of `/api`, and without `--agents-config` it answers like the other agent
+ * routes (404 `AGENTS_NOT_CONFIGURED`).
+ */
+import assert from "node:assert/strict";
+import { loadAgentsConfig } from "../lib/agents/config.ts";
+import { createAgentService, publicAgents } from "../lib/agents/sessions.ts";
+import { createBus } from "../lib/events/bus.ts";
+import { newServerState } from "../lib/engine/state.ts";
+import { createApp, newSurfaces } from "../routes/app.ts";
+import { sessionRoutes } from "../routes/sessions.ts";
+
+const SECRET = "sk-secret-value-never-sent";
+
+async function withService(
+  f: (svc: Awaited<ReturnType<typeof createAgentService>>) => Promise<void>,
+) {
+  const dir = await Deno.realPath(await Deno.makeTempDir({ prefix: "hearth-agents-list-" }));
+  try {
+    const path = `${dir}/agents.json`;
+    await Deno.writeTextFile(
+      path,
+      JSON.stringify({
+        agents: {
+          claude: {
+            provider: "claude",
+            command: "/opt/secret-bin/claude",
+            args: ["--dangerously-skip-permissions"],
+            env: { ANTHROPIC_API_KEY: SECRET },
+            fallback: "codex",
+            maxRetries: 1,
+          },
+          codex: { provider: "codex", command: "codex-cli", env: { CODEX_HOME: "/srv/codex" } },
+          local: { provider: "jsonl", command: "./bin/local-agent", args: ["--fast"] },
+        },
+      }),
+    );
+    const config = await loadAgentsConfig(path);
+    const service = await createAgentService({ bus: createBus(), dataDir: `${dir}/data`, config });
+    try {
+      await f(service);
+    } finally {
+      await service.close();
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+const expected = [
+  { name: "claude", provider: "claude", fallback: "codex" },
+  { name: "codex", provider: "codex" },
+  { name: "local", provider: "jsonl" },
+];
+
+Deno.test("GET /api/agents lists names, providers and fallbacks only", async () => {
+  await withService(async (service) => {
+    assert.deepEqual(publicAgents(service.config), expected);
+    const res = await sessionRoutes(service).request("/api/agents");
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get("content-type") ?? "", /application\/json/);
+    const text = await res.text();
+    assert.deepEqual(JSON.parse(text), { agents: expected });
+    for (const leak of [SECRET, "secret-bin", "codex-cli", "local-agent", "--fast", "CODEX_HOME"]) {
+      assert.ok(!text.includes(leak), `the answer names ${leak}: ${text}`);
+    }
+    // Only GET: other methods are not routes.
+    const post = await sessionRoutes(service).request("/api/agents", { method: "POST" });
+    assert.equal(post.status, 404);
+    assert.equal((await post.json()).error, "NOT_FOUND");
+  });
+});
+
+Deno.test("GET /api/agents through the app: behind the API key; 404 without --agents-config", async () => {
+  await withService(async (service) => {
+    const surfaces = newSurfaces({ pingMs: 60_000 });
+    surfaces.sessions = sessionRoutes(service);
+    const app = createApp(newServerState("test", "k-123"), surfaces);
+    try {
+      const denied = await app.request("/api/agents");
+      assert.equal(denied.status, 401);
+      assert.deepEqual(await denied.json(), { error: "UNAUTHORIZED", message: "Missing API key." });
+      const ok = await app.request("/api/agents", { headers: { authorization: "Bearer k-123" } });
+      assert.equal(ok.status, 200);
+      assert.deepEqual(await ok.json(), { agents: expected });
+    } finally {
+      surfaces.fanout.closeAll();
+    }
+  });
+  const bare = newSurfaces({ pingMs: 60_000 });
+  try {
+    const res = await createApp(newServerState("test"), bare).request("/api/agents");
+    assert.equal(res.status, 404);
+    assert.equal((await res.json()).error, "AGENTS_NOT_CONFIGURED");
+  } finally {
+    bare.fanout.closeAll();
+  }
+});
