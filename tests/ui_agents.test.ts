@@ -140,7 +140,9 @@ Deno.test("agents page: a run's steps and answer, quiet reconnects, the 8 s noti
         .map((l) => JSON.parse(l)).find((l) => l.type === "result").result as string;
       const final = page.getByRole("region", { name: "Final answer" });
       await final.waitFor({ timeout: 15_000 });
-      assert.ok(((await final.textContent()) ?? "").includes(transcriptResult));
+      // Rendered as Markdown: the backticked spans become code elements.
+      assert.ok(((await final.textContent()) ?? "").includes(transcriptResult.replaceAll("`", "")));
+      assert.equal(await final.locator("code").first().textContent(), "reserve");
       // Thinking is shown too (a step of its own), and the run ends "done".
       await steps.getByText("Thinking").first().waitFor();
       const run = page.getByRole("article", { name: "assistant" }).last();

@@ -18,6 +18,7 @@
 import { ApiError, apiJson, getApiKey } from "./api.js";
 import { createChannel } from "./channel.js";
 import { $, clear, h } from "./dom.js";
+import { renderMarkdown } from "./markdown.js";
 import { initShell } from "./shell.js";
 
 /**
@@ -439,7 +440,11 @@ function messageEl(m) {
       m.fromQueue ? " · from the queue" : "",
       h("span", { class: "when" }, timeOf(m.at)),
     ),
-    m.content ? h("div", { class: "text" }, m.content) : null,
+    m.content
+      ? m.role === "user"
+        ? h("div", { class: "text" }, m.content)
+        : h("div", { class: "md" }, renderMarkdown(m.content))
+      : null,
     m.error ? h("div", { class: "error-box" }, errorText(m.error, m.errorKind, m.partial)) : null,
   );
 }
@@ -506,7 +511,7 @@ function newRun(sessionId, prompt) {
     notes: h("ul", { class: "run-notes", hidden: true }),
     outputText: h("div", { class: "output-text" }),
     output: h("details", { class: "stream", open: true, hidden: true }),
-    finalText: h("div", { class: "text" }),
+    finalText: h("div", { class: "md" }),
     final: h("section", { class: "final", "aria-label": "Final answer", hidden: true }),
     error: h("div", { class: "error-box", hidden: true }),
     agent: h("span", { class: "who" }, s?.agent ?? "Agent"),
@@ -633,7 +638,8 @@ function finishRun(run, e) {
     for (const t of e.toolLog) upsertStep(run, t);
   }
   if (text && !e.error) {
-    run.parts.finalText.textContent = text;
+    clear(run.parts.finalText);
+    run.parts.finalText.append(renderMarkdown(text));
     run.parts.final.hidden = false;
     // The streamed output stays at hand, folded, when it says more than the answer.
     if (run.output.trim() === text.trim()) run.parts.output.hidden = true;
