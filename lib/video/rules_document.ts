@@ -23,28 +23,18 @@ import {
   MAX_PROMPT_TOKENS,
   MODE_FIELDS,
   MODEL_RULES,
+  type ModelRules,
+  type PersonGenerationByMode,
   PROMPT_REQUIRED_MODES,
   type Region,
   RESTRICTED_REGIONS,
 } from "./rule_tables.ts";
-import type { AspectRatio, Family, Mode, Resolution } from "./types.ts";
+import type { Mode, Resolution } from "./types.ts";
 
-export type ModelRulesJson = {
-  family: Family;
-  modes: readonly Mode[];
-  durations: readonly number[];
-  /** Durations allowed only at 8 s for these resolutions and modes. */
-  eightSecondsOnly: { resolutions: readonly Resolution[]; modes: readonly Mode[] };
-  /** False: the model refuses the `resolution` parameter (it renders 720p). */
-  resolutionParameter: boolean;
-  resolutions: Partial<Record<Resolution, readonly AspectRatio[]>>;
-  aspectRatios: readonly AspectRatio[];
+/** A model's rules as the form sees them: personGeneration already narrowed to the region. */
+export type ModelRulesJson = Omit<ModelRules, "personGeneration"> & {
   /** personGeneration values per mode in this server's region; the first is the default. */
-  personGeneration: Partial<Record<Mode, readonly string[]>>;
-  maxSampleCount: number;
-  seed: boolean;
-  enhancePrompt: boolean;
-  referenceImages: { max: number; types: readonly string[] };
+  personGeneration: PersonGenerationByMode;
 };
 
 export type VideoRulesDocument = {
