@@ -18,6 +18,7 @@ import {
 } from "./lib/cli/flags.ts";
 import { type AgentService, createAgentService } from "./lib/agents/sessions.ts";
 import { loadAgentsConfig } from "./lib/agents/config.ts";
+import { localBaseUrl } from "./lib/agents/local.ts";
 import { runManager } from "./lib/manager/main.ts";
 import { tokenizeText } from "./lib/engine/tokens.ts";
 import { createVideoService, readBlocklist, type VideoService } from "./lib/video/operations.ts";
@@ -38,6 +39,7 @@ import { createApp } from "./routes/app.ts";
 import { sseBufferLimitFromEnv } from "./routes/sse.ts";
 import { loadUiAssets, mountUi, SERVER_PAGES, uiServerHandler } from "./routes/ui.ts";
 import { videoRulesDocument } from "./lib/video/rules_document.ts";
+import { loadMcpConfig, type McpRegistry, startMcpRegistry } from "./lib/mcp/registry.ts";
 
 function die(message: string, code = 2): never {
   console.error(`hearth: ${message}`);
@@ -113,6 +115,11 @@ async function serve(argv: string[]): Promise<void> {
     }
   }
 
+  let mcpConfig;
+  if (config.mcpConfig) {
+    mcpConfig = await loadMcpConfig(config.mcpConfig).catch((e) => die((e as Error).message));
+  }
+
   let resolved;
   try {
     resolved = await resolveModel(config);
@@ -144,6 +151,11 @@ async function serve(argv: string[]): Promise<void> {
   if (Deno.env.get("HEARTH_CHAT_LOGGER") === "1") {
     state.chatLog = createChatLogger(`${config.dataDir}/logs`);
   }
+  // MCP servers connect in the background: a slow or broken one never delays or stops start-up.
+  const mcp: McpRegistry | undefined = mcpConfig
+    ? startMcpRegistry(mcpConfig, { log: (line) => console.error(`hearth: ${line}`) })
+    : undefined;
+  state.mcp = mcp;
   const surfaces = newSurfaces({ pingMs: pingMsFromEnv(), bufferLimit: sseBufferLimit });
   const app = createApp(state, surfaces);
   let agents: AgentService | undefined;
@@ -152,7 +164,14 @@ async function serve(argv: string[]): Promise<void> {
       bus: surfaces.bus,
       dataDir: config.dataDir,
       config: agentsFile,
-    });
+      // "model": "local" agents talk to this very server, over loopback.
+      local: {
+        baseUrl: localBaseUrl(config.host, config.port),
+        apiKey: config.apiKey,
+        modelId: resolved.id,
+        contextWindow: config.maxSeqLen,
+      },
+    }).catch((e) => die((e as Error).message));
     surfaces.sessions = sessionRoutes(agents);
   }
   let video: VideoService | undefined;
@@ -202,7 +221,7 @@ async function serve(argv: string[]): Promise<void> {
   const stop = async () => {
     // Open event streams would hold shutdown() forever; end them first.
     surfaces.fanout.closeAll();
-    await Promise.all([agents?.close(), video?.close()]);
+    await Promise.all([agents?.close(), video?.close(), mcp?.close()]);
     await Promise.all([server.shutdown(), uiServer?.shutdown()]);
     // Queued chat-log lines belong to replies already sent; write them before leaving.
     await state.chatLog?.flush();

@@ -27,18 +27,17 @@ import { type Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { z } from "zod";
 import {
-  anthropicContent,
   anthropicConversation,
+  anthropicSegments,
   anthropicStopReason,
   newBlockStream,
 } from "../lib/chat/anthropic.ts";
 import { isChatInputError } from "../lib/chat/conversation.ts";
 import {
-  type ChatEvent,
+  type ChatGenOptions,
   type ChatPlan,
   chatReply,
   checkTools,
-  collectReply,
   planChat,
 } from "../lib/chat/generation.ts";
 import { defaultSampling } from "../lib/engine/sampling.ts";
@@ -47,6 +46,15 @@ import type { ServerState } from "../lib/engine/state.ts";
 import { anthropicError, parseBody } from "./errors.ts";
 import { noteIgnored } from "./ignored.ts";
 import { sseResponse } from "./sse.ts";
+import {
+  anthropicMcpServers,
+  attachToConversation,
+  type McpRequest,
+  serverToolLoop,
+} from "./mcp.ts";
+import { isMcpAttachError } from "../lib/mcp/attach.ts";
+import { collectLoop, type LoopEvent } from "../lib/mcp/tool_loop.ts";
+import type { RenderOptions } from "../lib/chat/render.ts";
 
 /** The real API's request size limit for Messages. */
 const MAX_BODY_BYTES = 32 * 1024 * 1024;
@@ -102,8 +110,15 @@ export function anthropicRoutes(state: ServerState): Hono {
   app.use("/v1/messages", limit);
   app.use("/v1/messages/*", limit);
 
+  type Planned = {
+    plan: ChatPlan;
+    mcp?: McpRequest;
+    genOpts: ChatGenOptions;
+    renderOpts: RenderOptions & { prefill?: boolean };
+  };
+
   /** The plan for a request, or the error response that explains why there is none. */
-  function planFor(c: Context, b: CountBody & Partial<CreateBody>): ChatPlan | Response {
+  function planFor(c: Context, b: CountBody & Partial<CreateBody>): Planned | Response {
     const engine = state.engine;
     if (!engine) {
       return anthropicError(529, "overloaded_error", "the model is still loading", {
@@ -117,17 +132,16 @@ export function anthropicRoutes(state: ServerState): Hono {
         "the served model has no chat template; start the server with --chat-template FILE",
       );
     }
-    if (b.mcp_servers?.length) {
-      return anthropicError(
-        400,
-        "invalid_request_error",
-        "mcp_servers: no MCP servers are configured on this server",
-      );
-    }
     try {
       const { conv, ignored } = anthropicConversation(
         b as Parameters<typeof anthropicConversation>[0],
       );
+      const wanted = anthropicMcpServers(b.mcp_servers);
+      let mcp: McpRequest | undefined;
+      if (wanted.length) {
+        mcp = attachToConversation(state, conv, wanted, b.tool_choice == null);
+        noteIgnored(c, mcp.notes);
+      }
       const checked = checkTools(conv.tools, (i) => `tools[${i}]`, "input_schema");
       conv.tools = checked.tools;
       noteIgnored(c, [...ignored, ...checked.notes]);
@@ -137,7 +151,7 @@ export function anthropicRoutes(state: ServerState): Hono {
         if (b.thinking.budget_tokens !== undefined) noteIgnored(c, ["thinking.budget_tokens"]);
       }
       const d = defaultSampling();
-      return planChat(engine.model, state.template, conv, {
+      const genOpts: ChatGenOptions = {
         maxTokens: b.max_tokens,
         sampling: {
           ...d,
@@ -147,9 +161,13 @@ export function anthropicRoutes(state: ServerState): Hono {
         },
         stop: b.stop_sequences ?? [],
         ignoreEos: false,
-      }, { addGenerationPrompt: true, prefill: true, extra });
+      };
+      const renderOpts = { addGenerationPrompt: true, prefill: true, extra };
+      const plan = planChat(engine.model, state.template, conv, genOpts, renderOpts);
+      if (mcp) mcp.conv = conv;
+      return { plan, mcp, genOpts, renderOpts };
     } catch (e) {
-      if (isChatInputError(e) || isRefusal(e)) {
+      if (isChatInputError(e) || isRefusal(e) || isMcpAttachError(e)) {
         return anthropicError(400, "invalid_request_error", e.message);
       }
       throw e;
@@ -159,26 +177,27 @@ export function anthropicRoutes(state: ServerState): Hono {
   app.post("/v1/messages/count_tokens", async (c) => {
     const body = await parseBody(c, countSchema, badRequest);
     if (!body.ok) return body.response;
-    const plan = planFor(c, body.data);
-    if (plan instanceof Response) return plan;
-    return c.json({ input_tokens: plan.prompt.length });
+    const planned = planFor(c, body.data);
+    if (planned instanceof Response) return planned;
+    return c.json({ input_tokens: planned.plan.prompt.length });
   });
 
   app.post("/v1/messages", async (c) => {
     const body = await parseBody(c, createSchema, badRequest);
     if (!body.ok) return body.response;
     const b = body.data;
-    const plan = planFor(c, b);
-    if (plan instanceof Response) return plan;
+    const planned = planFor(c, b);
+    if (planned instanceof Response) return planned;
+    const { plan, mcp } = planned;
     const engine = state.engine!;
+    const signal = c.req.raw.signal;
 
-    let reply: AsyncGenerator<ChatEvent>;
+    let reply: AsyncGenerator<LoopEvent>;
     try {
-      reply = chatReply(
-        engine.submit({ ...plan.req, signal: c.req.raw.signal }),
-        plan,
-        c.req.raw.signal,
-      );
+      const first = chatReply(engine.submit({ ...plan.req, signal }), plan, signal);
+      reply = mcp
+        ? serverToolLoop(state, first, mcp, planned.genOpts, planned.renderOpts, signal)
+        : first;
     } catch (e) {
       if (!isRefusal(e)) throw e;
       if (e.kind === "busy") {
@@ -203,7 +222,7 @@ export function anthropicRoutes(state: ServerState): Hono {
       });
     }
 
-    const r = await collectReply(reply);
+    const r = await collectLoop(reply);
     if (r.error || !r.end) {
       const why = r.error ?? "the request was cancelled";
       log({ error: why }, 500);
@@ -211,7 +230,7 @@ export function anthropicRoutes(state: ServerState): Hono {
     }
     const response = {
       ...head,
-      content: anthropicContent(r),
+      content: anthropicSegments(r.segments),
       stop_reason: anthropicStopReason(r.end),
       stop_sequence: r.end.stopString ?? null,
       usage: usage(r.end.promptTokens, r.end.cachedTokens, r.end.completionTokens),
@@ -242,7 +261,7 @@ function frame(event: string, data: unknown): string {
 
 /** The reply framed as the real API streams it. */
 async function* streamFrames(
-  reply: AsyncIterable<ChatEvent>,
+  reply: AsyncIterable<LoopEvent>,
   head: Record<string, string>,
   promptTokens: number,
   log: (response: unknown, status?: number) => void,

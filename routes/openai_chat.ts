@@ -40,6 +40,17 @@ import {
   toSampling,
 } from "./openai_common.ts";
 import { sseResponse } from "./sse.ts";
+import {
+  attachToConversation,
+  type McpRequest,
+  mcpToolEntries,
+  recordSteps,
+  serverToolLoop,
+  type ToolStep,
+  toolStep,
+} from "./mcp.ts";
+import { isMcpAttachError } from "../lib/mcp/attach.ts";
+import type { LoopEvent } from "../lib/mcp/tool_loop.ts";
 
 const part = z.looseObject({ type: z.string() });
 const content = z.union([z.string(), z.array(part)]).nullable().optional();
@@ -122,24 +133,40 @@ async function chat(c: Context, state: ServerState, b: ChatBody): Promise<Respon
   }
 
   let plan: ChatPlan;
+  let mcp: McpRequest | undefined;
+  const extra: Record<string, unknown> = { ...b.chat_template_kwargs };
+  if (b.reasoning_effort != null) extra.reasoning_effort = b.reasoning_effort;
+  const genOpts = {
+    maxTokens: b.max_completion_tokens ?? b.max_tokens ?? undefined,
+    sampling: toSampling(b),
+    stop: stopList(b),
+    ignoreEos: b.ignore_eos ?? false,
+    grammar: constraint.gbnf,
+    grammarParam: b.structured_outputs ? "structured_outputs" : "response_format",
+    ...(b.logprobs ? { logprobs: b.top_logprobs ?? 0 } : {}),
+  };
+  const renderOpts = { addGenerationPrompt: b.add_generation_prompt ?? true, extra };
   try {
-    const { conv, ignored } = chatCompletionsConversation(b);
+    const wanted = mcpToolEntries(b.tools);
+    const { conv, ignored } = chatCompletionsConversation(
+      wanted.length ? { ...b, tools: b.tools!.filter((t) => t.type !== "mcp") } : b,
+    );
+    if (wanted.length) {
+      if ((b.n ?? 1) > 1) {
+        return openaiError(c, 400, "`n` above 1 cannot be combined with MCP tools", { param: "n" });
+      }
+      mcp = attachToConversation(state, conv, wanted, b.tool_choice == null);
+      noteIgnored(c, mcp.notes);
+    }
     const checked = checkTools(conv.tools, (i) => `tools[${i}].function`);
     conv.tools = checked.tools;
     noteIgnored(c, [...ignored, ...checked.notes]);
-    const extra: Record<string, unknown> = { ...b.chat_template_kwargs };
-    if (b.reasoning_effort != null) extra.reasoning_effort = b.reasoning_effort;
-    plan = planChat(engine.model, state.template!, conv, {
-      maxTokens: b.max_completion_tokens ?? b.max_tokens ?? undefined,
-      sampling: toSampling(b),
-      stop: stopList(b),
-      ignoreEos: b.ignore_eos ?? false,
-      grammar: constraint.gbnf,
-      grammarParam: b.structured_outputs ? "structured_outputs" : "response_format",
-      ...(b.logprobs ? { logprobs: b.top_logprobs ?? 0 } : {}),
-    }, { addGenerationPrompt: b.add_generation_prompt ?? true, extra });
+    plan = planChat(engine.model, state.template!, conv, genOpts, renderOpts);
+    if (mcp) mcp.conv = conv;
   } catch (e) {
-    if (isChatInputError(e)) return openaiError(c, 400, e.message, { param: e.param });
+    if (isChatInputError(e) || isMcpAttachError(e)) {
+      return openaiError(c, 400, e.message, { param: e.param });
+    }
     if (isRefusal(e)) return openaiError(c, 400, e.message, { param: "messages" });
     throw e;
   }
@@ -147,11 +174,14 @@ async function chat(c: Context, state: ServerState, b: ChatBody): Promise<Respon
   const aborter = new AbortController();
   const signal = AbortSignal.any([c.req.raw.signal, aborter.signal]);
   const n = b.n ?? 1;
-  const replies: AsyncIterable<ChatEvent>[] = [];
+  const replies: AsyncIterable<LoopEvent>[] = [];
   try {
     for (let k = 0; k < n; k++) {
       const events = engine.submit({ ...plan.req, sampling: toSampling(b, k), signal });
-      replies.push(chatReply(events, plan, signal));
+      const first = chatReply(events, plan, signal);
+      replies.push(
+        mcp ? serverToolLoop(state, first, mcp, genOpts, renderOpts, signal) : first,
+      );
     }
   } catch (e) {
     aborter.abort();
@@ -174,7 +204,8 @@ async function chat(c: Context, state: ServerState, b: ChatBody): Promise<Respon
     });
   }
 
-  const results = await Promise.all(replies.map(collectReply));
+  const steps: ToolStep[][] = replies.map(() => []);
+  const results = await Promise.all(replies.map((r, i) => collectReply(recordSteps(r, steps[i]))));
   aborter.abort();
   const failed = results.find((r) => r.error || !r.end);
   if (failed) {
@@ -184,7 +215,7 @@ async function chat(c: Context, state: ServerState, b: ChatBody): Promise<Respon
   }
   const choices = results.map((r, index) => ({
     index,
-    message: chatMessage(r),
+    message: mcp ? { ...chatMessage(r), hearth_tool_steps: steps[index] } : chatMessage(r),
     logprobs: b.logprobs ? chatLogprobs(r.logprobs) : null,
     finish_reason: r.end!.finishReason,
   }));
@@ -216,7 +247,7 @@ function usage(ends: End[]) {
 }
 
 async function* streamChunks(
-  replies: AsyncIterable<ChatEvent>[],
+  replies: AsyncIterable<LoopEvent>[],
   base: Record<string, unknown>,
   b: ChatBody,
   aborter: AbortController,
@@ -259,6 +290,12 @@ async function* streamChunks(
         log({ error: ev.message }, 500);
         yield streamErrorPayload(ev.message);
         return;
+      }
+      if (ev.type === "server_tool_call") continue;
+      if (ev.type === "server_tool_result") {
+        // Each step once it has its result: the call and what it returned, on the message.
+        yield chunk(i, { hearth_tool_steps: [toolStep(ev)] }, null);
+        continue;
       }
       const delta = chatDelta(ev);
       if (delta) yield chunk(i, delta, null, take(i));

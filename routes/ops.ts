@@ -17,7 +17,9 @@ import type { ServerState } from "../lib/engine/state.ts";
 export function opsRoutes(state: ServerState): Hono {
   const app = new Hono();
   app.get("/health", (c) => {
-    if (state.engine) return c.json({ status: "ok" });
+    // MCP servers are listed only where configured; one that is down never makes the server unhealthy.
+    const mcp = state.mcp ? { mcp: state.mcp.states() } : {};
+    if (state.engine) return c.json({ status: "ok", ...mcp });
     if (state.loadError) return c.json({ status: "error", error: state.loadError }, 503);
     return c.json({ status: "loading" }, 503);
   });

@@ -18,10 +18,10 @@ import { compileConstraint, isConstraintError, jsonObjectGbnf } from "../lib/con
 import { chatInputError, isChatInputError } from "../lib/chat/conversation.ts";
 import {
   type ChatEvent,
+  type ChatGenOptions,
   type ChatPlan,
   chatReply,
   checkTools,
-  collectReply,
   planChat,
 } from "../lib/chat/generation.ts";
 import { createResponseStore, type ResponseStore } from "../lib/chat/response_store.ts";
@@ -30,8 +30,8 @@ import {
   newResponseEvents,
   newResponseId,
   type ResponseItem,
-  responseOutput,
   responsesConversation,
+  responseSegments,
 } from "../lib/chat/responses.ts";
 import { isRefusal } from "../lib/engine/scheduler.ts";
 import type { ServerState } from "../lib/engine/state.ts";
@@ -39,6 +39,9 @@ import { openaiError, parseBody } from "./errors.ts";
 import { noteIgnored } from "./ignored.ts";
 import { chatNotReady, refusalError, toSampling } from "./openai_common.ts";
 import { sseResponse } from "./sse.ts";
+import { attachToConversation, type McpRequest, mcpToolEntries, serverToolLoop } from "./mcp.ts";
+import { isMcpAttachError } from "../lib/mcp/attach.ts";
+import { collectLoop, type LoopEvent } from "../lib/mcp/tool_loop.ts";
 
 const item = z.looseObject({ type: z.string().optional() });
 
@@ -176,38 +179,50 @@ async function respond(
   }
 
   let plan: ChatPlan;
+  let mcp: McpRequest | undefined;
   const summary = b.reasoning?.summary != null && b.reasoning.summary !== "none";
+  const extra: Record<string, unknown> = {};
+  if (b.reasoning?.effort != null) extra.reasoning_effort = b.reasoning.effort;
+  const renderOpts = { addGenerationPrompt: true, extra };
+  let genOpts: ChatGenOptions;
   try {
-    const { conv, ignored } = responsesConversation(
-      b as Parameters<typeof responsesConversation>[0],
-      earlier,
-    );
-    const checked = checkTools(conv.tools, (i) => `tools[${i}]`);
-    conv.tools = checked.tools;
-    noteIgnored(c, [...ignored, ...checked.notes]);
-    const extra: Record<string, unknown> = {};
-    if (b.reasoning?.effort != null) extra.reasoning_effort = b.reasoning.effort;
-    plan = planChat(engine.model, state.template!, conv, {
+    genOpts = {
       maxTokens: b.max_output_tokens ?? undefined,
       sampling: toSampling({ temperature: b.temperature, top_p: b.top_p }),
       stop: [],
       ignoreEos: false,
       grammar: formatGrammar(b),
       grammarParam: "text.format",
-    }, { addGenerationPrompt: true, extra });
+    };
+    const wanted = mcpToolEntries(b.tools as { type: string }[] | undefined);
+    const { conv, ignored } = responsesConversation(
+      (wanted.length
+        ? { ...b, tools: b.tools!.filter((t) => (t as { type?: string }).type !== "mcp") }
+        : b) as Parameters<typeof responsesConversation>[0],
+      earlier,
+    );
+    if (wanted.length) {
+      mcp = attachToConversation(state, conv, wanted, b.tool_choice == null);
+      noteIgnored(c, mcp.notes);
+    }
+    const checked = checkTools(conv.tools, (i) => `tools[${i}]`);
+    conv.tools = checked.tools;
+    noteIgnored(c, [...ignored, ...checked.notes]);
+    plan = planChat(engine.model, state.template!, conv, genOpts, renderOpts);
+    if (mcp) mcp.conv = conv;
   } catch (e) {
-    if (isChatInputError(e)) return openaiError(c, 400, e.message, { param: e.param });
+    if (isChatInputError(e) || isMcpAttachError(e)) {
+      return openaiError(c, 400, e.message, { param: e.param });
+    }
     if (isRefusal(e)) return openaiError(c, 400, e.message, { param: "input" });
     throw e;
   }
 
-  let reply: AsyncGenerator<ChatEvent>;
+  let reply: AsyncGenerator<LoopEvent>;
   try {
-    reply = chatReply(
-      engine.submit({ ...plan.req, signal: c.req.raw.signal }),
-      plan,
-      c.req.raw.signal,
-    );
+    const signal = c.req.raw.signal;
+    const first = chatReply(engine.submit({ ...plan.req, signal }), plan, signal);
+    reply = mcp ? serverToolLoop(state, first, mcp, genOpts, renderOpts, signal) : first;
   } catch (e) {
     if (!isRefusal(e)) throw e;
     return refusalError(c, e, "input");
@@ -273,17 +288,17 @@ async function respond(
     });
   }
 
-  const r = await collectReply(reply);
+  const r = await collectLoop(reply);
   if (r.error || !r.end) {
     const why = r.error ?? "the request was cancelled";
     state.chatLog?.({ route: c.req.path, request: b, response: { error: why }, status: 500 });
     return openaiError(c, 500, `generation failed: ${why}`);
   }
-  return c.json(await finished(responseOutput(r, summary), r.end));
+  return c.json(await finished(responseSegments(r.segments, summary), r.end));
 }
 
 async function* streamEvents(
-  reply: AsyncIterable<ChatEvent>,
+  reply: AsyncIterable<LoopEvent>,
   shell: Record<string, unknown>,
   summary: boolean,
   finished: (

@@ -5,37 +5,8 @@
 // the point is the protocol: both must finish with exit 0 and no API error.
 import assert from "node:assert/strict";
 import { chatFormatModelPath } from "./support/models.ts";
-import { sourceCacheDir } from "./support/llama_source.ts";
 import { startServer } from "./support/server.ts";
-
-const CLIS = ["@anthropic-ai/claude-code@2.1.330", "@openai/codex@0.169.0"];
-
-/** The CLIs installed from npm once per machine (npm's cache serves repeats). */
-async function cliBin(): Promise<string> {
-  const dir = `${sourceCacheDir()}/agent-clis`;
-  const bin = `${dir}/node_modules/.bin`;
-  try {
-    await Deno.stat(`${bin}/claude`);
-    await Deno.stat(`${bin}/codex`);
-    return bin;
-  } catch {
-    // first use
-  }
-  await Deno.mkdir(dir, { recursive: true });
-  await Deno.writeTextFile(`${dir}/package.json`, '{"private": true}\n');
-  const out = await new Deno.Command("npm", {
-    args: ["install", "--no-audit", "--no-fund", "--loglevel=error", ...CLIS],
-    cwd: dir,
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  if (!out.success) {
-    throw new Error(
-      `npm install ${CLIS.join(" ")} failed: ${new TextDecoder().decode(out.stderr)}`,
-    );
-  }
-  return bin;
-}
+import { agentCliBin, isolatedCliEnv } from "./support/agent_clis.ts";
 
 async function run(
   cmd: string[],
@@ -59,14 +30,8 @@ async function run(
   return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
 }
 
-const baseEnv = (home: string) => ({
-  HOME: home,
-  PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin",
-  LANG: "C.UTF-8",
-});
-
 Deno.test("real Claude Code and Codex CLIs complete runs against Hearth", async (t) => {
-  const bin = await cliBin();
+  const bin = await agentCliBin();
   const model = await chatFormatModelPath("hermes", { replyLength: 40 });
   const dataDir = await Deno.makeTempDir();
   await using srv = await startServer([
@@ -97,7 +62,7 @@ Deno.test("real Claude Code and Codex CLIs complete runs against Hearth", async 
       "--max-turns",
       "2",
     ], {
-      ...baseEnv(home),
+      ...isolatedCliEnv(home),
       ANTHROPIC_BASE_URL: srv.url,
       ANTHROPIC_API_KEY: "hearth-local",
       CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
@@ -154,7 +119,7 @@ Deno.test("real Claude Code and Codex CLIs complete runs against Hearth", async 
         "--skip-git-repo-check",
         "Reply with one word.",
       ],
-      { ...baseEnv(home), CODEX_HOME: codexHome },
+      { ...isolatedCliEnv(home), CODEX_HOME: codexHome },
       work,
     );
     assert.equal(r.code, 0, `codex exited ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr}`);

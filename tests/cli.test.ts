@@ -39,7 +39,7 @@ const exitsTwo: [string[], RegExp][] = [
     /--video-upstream "ftp:\/\/x": must be an http\(s\) URL/,
   ],
   [["serve", "--video-workers", "0"], /--video-workers "0": must be at least 1/],
-  [["serve", "--mcp-config", "m.json"], /--mcp-config is not implemented yet/],
+  [["serve", "--mcp-config", "/nonexistent/m.json"], /\/nonexistent\/m.json/],
   [["serve", "--model", "/nonexistent/dir/model.gguf"], /nonexistent/],
   [["serve", "--chat-template", "/nonexistent.jinja"], /--chat-template \/nonexistent.jinja/],
   [["frobnicate"], /unknown command "frobnicate"/],

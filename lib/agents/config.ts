@@ -18,6 +18,14 @@
  * A `command` containing a `/` is resolved against the config file's directory; a bare name is
  * looked up on `PATH` when the agent starts.
  *
+ * `"model": "local"` (providers `claude` and `codex`) runs the agent on this server's own model
+ * (see local.ts); its `command` may then be left out (`claude` / `codex` on `PATH`). Any other
+ * `model` string is passed to the CLI as its model flag (providers `claude`, `codex`, `gemini`).
+ *
+ * ```json
+ * { "agents": { "local-claude": { "provider": "claude", "model": "local" } } }
+ * ```
+ *
  * @example
  * ```ts
  * import { loadAgentsConfig } from "./config.ts";
@@ -28,6 +36,7 @@
  */
 import { dirname, isAbsolute, resolve } from "node:path";
 import { z } from "zod";
+import { DEFAULT_LOCAL_COMMANDS, LOCAL_MODEL, LOCAL_PROVIDERS, MODEL_PROVIDERS } from "./local.ts";
 import { type AgentConfig, PROVIDERS } from "./types.ts";
 
 /** One configured agent with its supervision settings resolved. */
@@ -62,7 +71,8 @@ const seconds = z.number().positive().finite();
 
 const agentSchema = z.strictObject({
   provider: z.enum(PROVIDERS),
-  command: z.string().min(1),
+  command: z.string().min(1).optional(),
+  model: z.string().min(1).optional(),
   args: z.array(z.string()).optional(),
   env: z.record(z.string(), z.string()).optional(),
   fallback: z.string().min(1).optional(),
@@ -135,13 +145,32 @@ export async function parseAgentsConfig(text: string, path: string): Promise<Age
         );
       }
     }
-    const command = a.command.includes("/") && !isAbsolute(a.command)
-      ? resolve(dir, a.command)
-      : a.command;
+    if (a.model === LOCAL_MODEL && !LOCAL_PROVIDERS.includes(a.provider)) {
+      fail(
+        `agents.${name}.model: "local" is supported for providers ${
+          LOCAL_PROVIDERS.join(" and ")
+        } only, not ${a.provider}`,
+      );
+    }
+    if (a.model !== undefined && !MODEL_PROVIDERS.includes(a.provider)) {
+      fail(
+        `agents.${name}.model: provider ${a.provider} takes no model field; put its model flag ` +
+          `in args`,
+      );
+    }
+    const given = a.command ??
+      (a.model === LOCAL_MODEL ? DEFAULT_LOCAL_COMMANDS[a.provider] : undefined);
+    if (given === undefined) {
+      return fail(
+        `agents.${name}.command: required (only a "model": "local" agent may leave it out)`,
+      );
+    }
+    const command = given.includes("/") && !isAbsolute(given) ? resolve(dir, given) : given;
     agents[name] = {
       name,
       provider: a.provider,
       command,
+      ...(a.model !== undefined ? { model: a.model } : {}),
       args: a.args ?? [],
       env: a.env ?? {},
       fallback: a.fallback,

@@ -37,6 +37,8 @@ export type SpawnSpec = {
   cwd: string;
   /** Added to (and overriding) the server's own environment. */
   env?: Record<string, string>;
+  /** Names removed from the server's environment (before `env` is applied). */
+  unsetEnv?: string[];
   /** Written to stdin at start. */
   stdin?: string;
   /** Keep stdin open after `stdin` for `write` (streamed input); otherwise it is closed at once. */
@@ -192,10 +194,18 @@ export async function readLines(
  */
 export function spawnAgentProcess(spec: SpawnSpec): AgentProcess {
   const wantStdin = spec.stdin !== undefined || spec.keepStdinOpen === true;
+  let env = spec.env;
+  const clearEnv = (spec.unsetEnv?.length ?? 0) > 0;
+  if (clearEnv) {
+    const inherited = Deno.env.toObject();
+    for (const name of spec.unsetEnv!) delete inherited[name];
+    env = { ...inherited, ...spec.env };
+  }
   const child = new Deno.Command(spec.command, {
     args: spec.args,
     cwd: spec.cwd,
-    env: spec.env,
+    env,
+    clearEnv,
     stdin: wantStdin ? "piped" : "null",
     stdout: "piped",
     stderr: "piped",

@@ -26,6 +26,7 @@
  */
 import type { EventBus } from "../events/bus.ts";
 import type { AgentsFile, AgentSpec } from "./config.ts";
+import { type AgentLaunch, agentLaunch, type LocalEndpoint } from "./local.ts";
 import {
   type AgentProcess,
   type ExitInfo,
@@ -60,6 +61,8 @@ export type RunOptions = {
   cwd: string;
   sessionId: string;
   adapterFor: (provider: Provider) => ProviderAdapter;
+  /** This server's endpoint, for agents with `"model": "local"` (lib/agents/local.ts). */
+  local?: LocalEndpoint;
   /** CLI session ids from earlier runs of this session, by agent name: the CLI resumes them. */
   resume?: Record<string, string>;
   /** The CLI announced its own session id. */
@@ -223,12 +226,20 @@ export function startRun(opts: RunOptions): RunHandle {
     };
 
     let proc: AgentProcess;
+    let cli: AgentLaunch;
+    try {
+      cli = agentLaunch(spec, launch, opts.local);
+    } catch (err) {
+      ended = true;
+      return { ok: false, text: "", output, error: (err as Error).message, errorKind: "spawn" };
+    }
     try {
       proc = spawnAgentProcess({
-        command: spec.command,
-        args: [...spec.args, ...launch.args],
+        command: cli.command,
+        args: cli.args,
         cwd: opts.cwd,
-        env: spec.env,
+        env: cli.env,
+        unsetEnv: cli.unsetEnv,
         stdin: launch.stdin,
         keepStdinOpen: adapter.streamInput !== undefined,
         graceMs,

@@ -31,6 +31,7 @@ import { resolve, sep } from "node:path";
 import type { EventBus } from "../events/bus.ts";
 import { adapterFor as defaultAdapterFor } from "./adapters/mod.ts";
 import type { AgentsFile } from "./config.ts";
+import { localAgents, type LocalEndpoint, LocalEndpointMissing } from "./local.ts";
 import { processStartTicks, signalGroup } from "./process.ts";
 import { type RunHandle, type RunResult, startRun } from "./run.ts";
 import { openStore, type SessionRow, type Store, type StoredMessage } from "./store.ts";
@@ -129,6 +130,11 @@ export type AgentServiceOptions = {
   now?: () => number;
   /** Adapter lookup; defaults to the provider adapters of ./adapters. */
   adapterFor?: (provider: Provider) => ProviderAdapter;
+  /**
+   * How agents with `"model": "local"` reach this server (loopback URL, `--api-key`, served model
+   * id). Required when the config has such an agent: the service refuses to start without it.
+   */
+  local?: LocalEndpoint;
 };
 
 type ActiveRun = {
@@ -203,6 +209,8 @@ export async function createAgentService(opts: AgentServiceOptions): Promise<Age
   const { bus, config } = opts;
   const now = opts.now ?? Date.now;
   const adapterFor = opts.adapterFor ?? defaultAdapterFor;
+  const local = localAgents(config.agents);
+  if (local.length > 0 && !opts.local) throw new LocalEndpointMissing(local);
   const dir = resolve(opts.dataDir, "agents");
   await Deno.mkdir(dir, { recursive: true });
   const store: Store = openStore(resolve(dir, "sessions.db"));
@@ -288,6 +296,7 @@ export async function createAgentService(opts: AgentServiceOptions): Promise<Age
       cwd: row.cwd,
       sessionId: id,
       adapterFor,
+      local: opts.local,
       resume: cliSessions,
       onCliSession(agent, cliId) {
         if (cliSessions[agent] === cliId || deleting.has(id)) return;

@@ -86,6 +86,11 @@ export type ProviderAdapter = {
 export type AgentConfig = {
   provider: Provider;
   command: string;
+  /**
+   * `"local"`: the CLI runs on this server's model (lib/agents/local.ts); any other string is
+   * passed to the CLI as its model flag. Absent: the CLI's own default.
+   */
+  model?: string;
   args: string[];
   env: Record<string, string>;
   fallback?: string;

@@ -29,7 +29,8 @@ import {
   toolSpec,
   type Turn,
 } from "./conversation.ts";
-import type { ChatEvent, CollectedReply } from "./generation.ts";
+import type { ChatEvent } from "./generation.ts";
+import type { LoopEvent, Segment, StepCall, StepResult } from "../mcp/tool_loop.ts";
 
 export type AnthropicBlock = { type: string; [k: string]: unknown };
 
@@ -261,25 +262,45 @@ function parseInput(args: string): unknown {
   }
 }
 
-/** The content blocks of a whole reply. */
-export function anthropicContent(r: CollectedReply): Record<string, unknown>[] {
+/** An executed MCP step as Anthropic's two blocks: the call, then its result. */
+function mcpBlocks(
+  call: Pick<StepCall, "id" | "tool" | "server" | "arguments">,
+  result?: StepResult,
+): Record<string, unknown>[] {
+  const use = {
+    type: "mcp_tool_use",
+    id: toolUseId(call.id).replace(/^toolu_/, "mcptoolu_"),
+    name: call.tool,
+    server_name: call.server,
+    input: parseInput(call.arguments),
+  };
+  if (!result) return [use];
+  return [use, {
+    type: "mcp_tool_result",
+    tool_use_id: use.id,
+    is_error: result.isError,
+    content: [{ type: "text", text: result.content }],
+  }];
+}
+
+/** The content blocks of a whole reply, in order, MCP steps where they happened. */
+export function anthropicSegments(segments: Segment[]): Record<string, unknown>[] {
   const blocks: Record<string, unknown>[] = [];
-  if (r.reasoning) {
-    blocks.push({
-      type: "thinking",
-      thinking: r.reasoning,
-      signature: thinkingSignature(r.reasoning),
-    });
+  for (const s of segments) {
+    if (s.type === "reasoning") {
+      blocks.push({ type: "thinking", thinking: s.text, signature: thinkingSignature(s.text) });
+    } else if (s.type === "text") blocks.push({ type: "text", text: s.text });
+    else if (s.type === "call") {
+      blocks.push({
+        type: "tool_use",
+        id: toolUseId(s.id),
+        name: s.name,
+        input: parseInput(s.arguments),
+      });
+    } else blocks.push(...mcpBlocks(s.call, s.result));
   }
-  if (r.text || (!r.calls.length && !r.reasoning)) blocks.push({ type: "text", text: r.text });
-  for (const c of r.calls) {
-    blocks.push({
-      type: "tool_use",
-      id: toolUseId(c.id),
-      name: c.name,
-      input: parseInput(c.arguments),
-    });
-  }
+  // A reply with nothing in it is still one (empty) text block, as the real API answers.
+  if (!blocks.length) blocks.push({ type: "text", text: "" });
   return blocks;
 }
 
@@ -290,11 +311,11 @@ export type StreamFrame = { event: string; data: Record<string, unknown> };
  * block, opened when its first event arrives and closed when another kind starts (or at the end).
  */
 export function newBlockStream(): {
-  push(ev: ChatEvent): StreamFrame[];
+  push(ev: LoopEvent): StreamFrame[];
   close(): StreamFrame[];
 } {
   let index = -1;
-  let open: "thinking" | "text" | "tool_use" | undefined;
+  let open: string | undefined;
   let thinking = "";
   let any = false;
   const stop = (): StreamFrame[] => {
@@ -318,7 +339,7 @@ export function newBlockStream(): {
     const frames = stop();
     index++;
     any = true;
-    open = block.type as typeof open;
+    open = block.type as string;
     if (open === "thinking") thinking = "";
     frames.push({
       event: "content_block_start",
@@ -354,6 +375,16 @@ export function newBlockStream(): {
           return ev.text ? [delta({ type: "input_json_delta", partial_json: ev.text })] : [];
         case "tool_call_end":
           return stop();
+        case "server_tool_call":
+          // Shown whole once its result is known, as the API's server tool blocks arrive.
+          return [];
+        case "server_tool_result": {
+          const frames: StreamFrame[] = [];
+          for (const block of mcpBlocks(ev, ev)) {
+            frames.push(...start(block), ...stop());
+          }
+          return frames;
+        }
         default:
           return [];
       }

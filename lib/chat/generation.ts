@@ -20,7 +20,7 @@ import { compileConstraint, isConstraintError } from "../constrain/mod.ts";
 import { checkGrammar } from "../engine/constrained.ts";
 import type { EngineModel } from "../engine/model.ts";
 import type { Sampling } from "../engine/sampling.ts";
-import type { GenEvent, GenRequest } from "../engine/scheduler.ts";
+import { type GenEvent, type GenRequest, isRefusal } from "../engine/scheduler.ts";
 import { specialSpellings, tokenizeText } from "../engine/tokens.ts";
 import {
   chatInputError,
@@ -355,4 +355,42 @@ export async function collectReply(events: AsyncIterable<ChatEvent>): Promise<Co
     }
   }
   return out;
+}
+
+/**
+ * One more round of a reply on a grown conversation (the server-side tool loop): planned and
+ * submitted like the first, with any refusal (the context is full, the queue is) as an `error`
+ * event rather than a throw, since the response has already begun.
+ */
+export async function* chatRound(
+  submit: (req: GenRequest) => AsyncIterable<GenEvent>,
+  m: EngineModel,
+  template: CompiledTemplate,
+  conv: Conversation,
+  opts: ChatGenOptions,
+  render: RenderOptions & { prefill?: boolean },
+  signal?: AbortSignal,
+): AsyncGenerator<ChatEvent> {
+  let plan: ChatPlan;
+  let events: AsyncIterable<GenEvent>;
+  try {
+    plan = planChat(m, template, conv, opts, render);
+    events = submit({ ...plan.req, signal });
+  } catch (e) {
+    // The conversation outgrew the context: the reply ends there, as at the token limit.
+    if (isRefusal(e) && e.kind === "too_long") {
+      yield {
+        type: "end",
+        finishReason: "length",
+        promptTokens: 0,
+        cachedTokens: 0,
+        completionTokens: 0,
+        reasoningTokens: 0,
+      };
+      return;
+    }
+    yield { type: "error", message: (e as Error).message };
+    return;
+  }
+  yield* chatReply(events, plan, signal);
 }

@@ -23,7 +23,7 @@ import {
   toolSpec,
   type Turn,
 } from "./conversation.ts";
-import type { ChatEvent, CollectedReply } from "./generation.ts";
+import type { LoopEvent, Segment, StepResult } from "../mcp/tool_loop.ts";
 
 export type ResponseItem = { type?: string; [k: string]: unknown };
 
@@ -188,15 +188,33 @@ export function responsesConversation(
 
 const itemId = (prefix: string) => `${prefix}_${crypto.randomUUID().replaceAll("-", "")}`;
 
-/** Output items of a whole reply. */
-export function responseOutput(r: CollectedReply, summary: boolean): ResponseItem[] {
+/** Output items of a whole reply, in order, MCP steps (`mcp_call`) where they happened. */
+export function responseSegments(segments: Segment[], summary: boolean): ResponseItem[] {
   const out: ResponseItem[] = [];
-  if (r.reasoning) out.push(reasoningItem(itemId("rs"), r.reasoning, summary));
-  if (r.text || !r.calls.length) out.push(messageItem(itemId("msg"), r.text, "completed"));
-  for (const c of r.calls) {
-    out.push(callItem(itemId("fc"), c.id, c.name, c.arguments, "completed"));
+  for (const s of segments) {
+    if (s.type === "reasoning") out.push(reasoningItem(itemId("rs"), s.text, summary));
+    else if (s.type === "text") out.push(messageItem(itemId("msg"), s.text, "completed"));
+    else if (s.type === "call") {
+      out.push(callItem(itemId("fc"), s.id, s.name, s.arguments, "completed"));
+    } else if (s.result) out.push(mcpCallItem(itemId("mcp"), s.result));
+  }
+  if (!out.some((i) => i.type === "message" || i.type === "function_call")) {
+    out.push(messageItem(itemId("msg"), "", "completed"));
   }
   return out;
+}
+
+function mcpCallItem(id: string, r: StepResult): ResponseItem {
+  return {
+    type: "mcp_call",
+    id,
+    server_label: r.server,
+    name: r.tool,
+    arguments: r.arguments,
+    output: r.isError ? null : r.content,
+    error: r.isError ? r.content : null,
+    status: r.isError ? "failed" : "completed",
+  };
 }
 
 function reasoningItem(id: string, text: string, summary: boolean): ResponseItem {
@@ -238,7 +256,7 @@ export type ResponseEvent = { type: string; [k: string]: unknown };
  * `items` collects the finished output items for the final response object.
  */
 export function newResponseEvents(summary: boolean): {
-  push(ev: ChatEvent): ResponseEvent[];
+  push(ev: LoopEvent): ResponseEvent[];
   close(): ResponseEvent[];
   items: ResponseItem[];
 } {
@@ -392,6 +410,29 @@ export function newResponseEvents(summary: boolean): {
         case "tool_call_end":
           if (cur?.kind === "call") cur.text = ev.arguments;
           return finish();
+        case "server_tool_result": {
+          // An executed MCP call, added and done at once, as the service reports a finished one.
+          const evs = finish();
+          const item = mcpCallItem(itemId("mcp"), ev);
+          const index = items.length;
+          items.push(item);
+          const base = { item_id: item.id, output_index: index };
+          evs.push(
+            {
+              type: "response.output_item.added",
+              output_index: index,
+              item: { ...item, output: null, error: null, status: "in_progress" },
+            },
+            { type: "response.mcp_call.in_progress", ...base },
+            { type: "response.mcp_call_arguments.done", ...base, arguments: ev.arguments },
+            {
+              type: ev.isError ? "response.mcp_call.failed" : "response.mcp_call.completed",
+              ...base,
+            },
+            { type: "response.output_item.done", output_index: index, item },
+          );
+          return evs;
+        }
         default:
           return [];
       }

@@ -318,7 +318,6 @@ export function unsupportedFlag(c: ServeConfig, gpu: boolean): string | undefine
     return `--ui-port ${c.uiPort} is also --port: the web UI needs a port of its own`;
   }
   if (c.pdConfig) return "--pd-config (prefill/decode split) is not implemented yet";
-  if (c.mcpConfig) return "--mcp-config is not implemented yet";
   if (c.videoBackend === "upstream" && !c.videoUpstream) {
     return "--video-backend upstream needs --video-upstream URL";
   }

@@ -15,6 +15,7 @@ import type { ChatLogger } from "../chat/logger.ts";
 import type { CompiledTemplate } from "../chat/template.ts";
 import { type Metrics, newMetrics } from "./metrics.ts";
 import type { Scheduler } from "./scheduler.ts";
+import type { McpRegistry } from "../mcp/registry.ts";
 
 export type ServerState = {
   modelId: string;
@@ -32,6 +33,8 @@ export type ServerState = {
   threads?: number;
   /** Where stored state lives (`--data-dir`): stored Responses API responses, logs. */
   dataDir?: string;
+  /** MCP servers of `--mcp-config`, whose tools requests may attach. */
+  mcp?: McpRegistry;
   /** Event-channel counters for /metrics (set when the app mounts the channel). */
   channel?: () => ChannelCounters;
 };

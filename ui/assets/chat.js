@@ -73,6 +73,8 @@ let current = conversations.find((c) => c.id === loadCurrentId(localStorage)) ??
 let settings = loadSettings(localStorage);
 /** @type {string[]} */
 let models = [];
+/** @type {string[]} */
+let mcpServers = [];
 /** @type {Live | null} */
 let live = null;
 /** @type {WeakMap<ChatMessage, View>} */
@@ -240,20 +242,38 @@ function paint(msg, view) {
   view.body.hidden = !msg.content && !streaming;
 
   const calls = msg.toolCalls ?? [];
-  if (calls.length) {
+  const steps = msg.toolSteps ?? [];
+  if (calls.length || steps.length) {
     if (!view.tools) {
       view.tools = h("div", { class: "tool-calls" });
-      article.insertBefore(view.tools, view.body.nextSibling);
+      article.insertBefore(view.tools, view.body);
     }
-    view.tools.replaceChildren(...calls.map((c) =>
-      h(
-        "div",
-        { class: "tool-call" },
-        h("span", { class: "muted" }, "Tool call "),
-        h("strong", {}, c.name || "…"),
-        h("pre", {}, h("code", {}, streaming ? c.arguments : pretty(c.arguments))),
-      )
-    ));
+    view.tools.replaceChildren(
+      ...steps.map((st) =>
+        h(
+          "details",
+          { class: `tool-call${st.is_error ? " error" : ""}`, "aria-label": `MCP ${st.name}` },
+          h(
+            "summary",
+            {},
+            h("span", { class: "muted" }, `MCP ${st.server_label} · `),
+            h("strong", {}, st.name),
+            st.is_error ? h("span", { class: "badge error" }, "error") : null,
+          ),
+          h("pre", {}, h("code", {}, pretty(st.arguments))),
+          h("pre", {}, h("code", {}, st.output)),
+        )
+      ),
+      ...calls.map((c) =>
+        h(
+          "div",
+          { class: "tool-call" },
+          h("span", { class: "muted" }, "Tool call "),
+          h("strong", {}, c.name || "…"),
+          h("pre", {}, h("code", {}, streaming ? c.arguments : pretty(c.arguments))),
+        )
+      ),
+    );
   }
 
   if (msg.error) {
@@ -339,7 +359,7 @@ async function send() {
   /** @type {ChatMessage} */
   const user = { role: "user", content: text };
   const model = modelSelect.value || models[0] || "";
-  const req = buildRequest(settings, [...current.messages, user], model);
+  const req = buildRequest(settings, [...current.messages, user], model, mcpServers);
   if ("error" in req) {
     openSettings(req.field, req.error);
     return;
@@ -475,6 +495,11 @@ function take(msg, d) {
     msg.reasoning = (msg.reasoning ?? "") + reasoning;
     got = true;
   }
+  if (Array.isArray(d.hearth_tool_steps)) {
+    // Tools the server ran itself (MCP), each with its result.
+    (msg.toolSteps ??= []).push(...d.hearth_tool_steps);
+    got = true;
+  }
   if (Array.isArray(d.tool_calls)) {
     const calls = msg.toolCalls ??= [];
     for (const tc of d.tool_calls) {
@@ -517,6 +542,21 @@ function schedule() {
 }
 
 // ---- models ----------------------------------------------------------------------------------
+
+/** Names of the server's ready MCP servers (`/health`), all attached to every request. */
+async function loadMcpServers() {
+  try {
+    const res = await fetch("/health");
+    const health = await res.json();
+    mcpServers = Array.isArray(health?.mcp)
+      ? health.mcp.filter((/** @type {any} */ s) => s.status === "ready").map((
+        /** @type {any} */ s,
+      ) => String(s.name))
+      : [];
+  } catch {
+    mcpServers = [];
+  }
+}
 
 async function loadModels() {
   try {
@@ -662,4 +702,5 @@ renderSummary();
 renderList();
 renderMessages();
 void loadModels();
+void loadMcpServers();
 input.focus();

@@ -19,10 +19,12 @@ export const SETTINGS_KEY = "hearth.chat.settings";
 
 /**
  * @typedef {{ id?: string, name: string, arguments: string }} ToolCall
+ * @typedef {{ server_label: string, name: string, arguments: string, output: string,
+ *   is_error: boolean }} ToolStep
  * @typedef {{ tokens: number, estimated?: boolean, tps?: number, firstTokenMs?: number,
  *   promptTokens?: number, cachedTokens?: number }} Stats
  * @typedef {{ role: "user" | "assistant", content: string, reasoning?: string,
- *   toolCalls?: ToolCall[], error?: string, stats?: Stats, finish?: string, stopped?: boolean,
+ *   toolCalls?: ToolCall[], toolSteps?: ToolStep[], error?: string, stats?: Stats, finish?: string, stopped?: boolean,
  *   pending?: boolean, mode?: string, model?: string }} ChatMessage
  * @typedef {{ id: string, title: string, created: number, updated: number,
  *   messages: ChatMessage[] }} Conversation
@@ -196,9 +198,11 @@ export function requestMessages(messages, system) {
  * @param {Settings} s
  * @param {ChatMessage[]} messages the conversation so far, ending with the new user message
  * @param {string} [model] omitted when empty (the server's own model)
+ * @param {string[]} [mcpServers] MCP servers to attach (all the server has ready); a structured
+ *   output setting leaves them out, since the server does not combine tools with a format
  * @returns {{ body: Record<string, unknown> } | { error: string, field: string }}
  */
-export function buildRequest(s, messages, model) {
+export function buildRequest(s, messages, model, mcpServers = []) {
   /** @type {Record<string, unknown>} */
   const body = {
     messages: requestMessages(messages, s.system),
@@ -233,6 +237,8 @@ export function buildRequest(s, messages, model) {
     };
   } else if (s.mode === "regex") {
     body.structured_outputs = { regex: s.regex };
+  } else if (mcpServers.length) {
+    body.tools = mcpServers.map((name) => ({ type: "mcp", server_label: name }));
   }
   return { body };
 }
