@@ -263,6 +263,7 @@ Deno.test("stdio server: paginated tools with schemas, real calls, cap, timeout,
             type: "object",
             properties: { a: { type: "number" }, b: { type: "number" } },
             required: ["a", "b"],
+            additionalProperties: false,
           });
           assert.equal(mcp.tools("nope"), undefined);
           assert.deepEqual(mcp.allTools().map((x) => x.name), tools.map((x) => x.name));
