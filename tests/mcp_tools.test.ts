@@ -215,6 +215,15 @@ Deno.test("MCP tools run by the server in all three dialects; a crashing server 
     assert.equal(call.server_label, "text");
     assert.equal(call.name, "echo");
     assert.equal(call.output, JSON.parse(call.arguments).text);
+    // The stored step is replayed to the model on the next turn (not left out as unknown).
+    const next = await openai.responses.create({
+      model,
+      previous_response_id: resp.id,
+      input: "And again.",
+      max_output_tokens: 20,
+    }).withResponse();
+    assert.equal(next.data.status, "incomplete");
+    assert.doesNotMatch(next.response.headers.get("x-hearth-ignored-fields") ?? "", /mcp_call/);
 
     // Both streamed: the SDKs' own accumulators see the same steps.
     const streamedMsg = await anthropic.beta.messages.stream({

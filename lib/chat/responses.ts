@@ -146,6 +146,26 @@ export function itemsToTurns(items: ResponseItem[], ignored: string[]): Turn[] {
         }
         push("tool", [{ type: "tool_result", callId: it.call_id, content: outputText(it.output) }]);
         break;
+      case "mcp_call": {
+        // A step Hearth ran: replayed as the call the model made and what it returned.
+        if (typeof it.server_label !== "string" || typeof it.name !== "string") {
+          throw chatInputError(`input[${i}]`, "an mcp_call needs a string server_label and name");
+        }
+        const callId = typeof it.id === "string" ? it.id : `mcp_${i}`;
+        push("assistant", [{
+          type: "tool_call",
+          id: callId,
+          name: `${it.server_label}_${it.name}`,
+          arguments: typeof it.arguments === "string" ? it.arguments : "{}",
+        }]);
+        push("tool", [{
+          type: "tool_result",
+          callId,
+          content: typeof it.output === "string" ? it.output : String(it.error ?? ""),
+          ...(it.error ? { isError: true } : {}),
+        }]);
+        break;
+      }
       case "reasoning": {
         const texts = [
           ...((it.content as ResponseItem[] | undefined) ?? []),
