@@ -230,7 +230,14 @@ Deno.test("MCP tools run by the server in all three dialects; a crashing server 
       model,
       max_tokens: 300,
       messages: [{ role: "user", content: "Shout a word." }],
-      mcp_servers: [{ type: "url", name: "text", url: "https://example.invalid/mcp" }],
+      mcp_servers: [{
+        type: "url",
+        name: "text",
+        url: "https://example.invalid/mcp",
+        // Bounded arguments: a random model asked for any of the fixture's tools may pick one
+        // whose numbers it never finishes writing.
+        tool_configuration: { allowed_tools: ["echo", "upper"] },
+      }],
       tool_choice: { type: "any", disable_parallel_tool_use: true },
       betas: ["mcp-client-2025-04-04"],
     }).finalMessage();
