@@ -123,25 +123,24 @@ Deno.test("MCP tools run by the server in all three dialects; a crashing server 
     const openai = new OpenAI({ apiKey: "x", baseURL: `${srv.url}/v1`, maxRetries: 0 });
     const anthropic = new Anthropic({ apiKey: "x", baseURL: srv.url, maxRetries: 0 });
     const model = (await openai.models.list()).data[0].id;
+    type Step = { server_label: string; name: string; arguments: string; output: string };
+    /** Chat Completions with one server's `upper` forced in the first round. */
+    const forcedUpper = async (server: string, content: string, seed: number) => {
+      const chat = await openai.chat.completions.create({
+        model,
+        messages: [{ role: "user", content }],
+        tools: [{ type: "mcp", server_label: server, allowed_tools: ["upper"] }] as never,
+        tool_choice: "required",
+        parallel_tool_calls: false,
+        max_tokens: 300,
+        seed,
+      });
+      const message = chat.choices[0].message as unknown as { hearth_tool_steps: Step[] };
+      return { chat, steps: message.hearth_tool_steps };
+    };
 
-    // Chat Completions: the forced first round calls calc_add; Hearth runs it and goes on.
-    const chat = await openai.chat.completions.create({
-      model,
-      messages: [{ role: "user", content: "Shout a word." }],
-      tools: [{ type: "mcp", server_label: "calc", allowed_tools: ["upper"] }] as never,
-      tool_choice: "required",
-      parallel_tool_calls: false,
-      max_tokens: 300,
-      seed: 1,
-    });
-    const steps = (chat.choices[0].message as unknown as {
-      hearth_tool_steps: {
-        server_label: string;
-        name: string;
-        arguments: string;
-        output: string;
-      }[];
-    }).hearth_tool_steps;
+    // Chat Completions: the forced first round calls calc_upper; Hearth runs it and goes on.
+    const { chat, steps } = await forcedUpper("calc", "Shout a word.", 1);
     assert.ok(steps.length >= 1, JSON.stringify(chat));
     assert.equal(steps[0].server_label, "calc");
     assert.equal(steps[0].name, "upper");
@@ -284,17 +283,7 @@ Deno.test("MCP tools run by the server in all three dialects; a crashing server 
     assert.match((await bad.json()).error.message, /no MCP server named "nope"/);
 
     // The flaky server answers once, then dies: reported, withdrawn, the rest keeps serving.
-    const once = await openai.chat.completions.create({
-      model,
-      messages: [{ role: "user", content: "Add." }],
-      tools: [{ type: "mcp", server_label: "flaky", allowed_tools: ["upper"] }] as never,
-      tool_choice: "required",
-      parallel_tool_calls: false,
-      max_tokens: 300,
-      seed: 3,
-    });
-    const first = (once.choices[0].message as unknown as { hearth_tool_steps: typeof steps })
-      .hearth_tool_steps[0];
+    const first = (await forcedUpper("flaky", "Add.", 3)).steps[0];
     assertUpper(first.arguments, first.output, "flaky");
     // Its death is noticed (down, or already restarted by the reconnect backoff).
     const down = await until(async () => {
@@ -303,17 +292,7 @@ Deno.test("MCP tools run by the server in all three dialects; a crashing server 
       return f.status !== "ready" || f.restarts >= 1 ? f : undefined;
     });
     assert.ok(down.error || down.restarts >= 1, JSON.stringify(down));
-    const still = await openai.chat.completions.create({
-      model,
-      messages: [{ role: "user", content: "Add." }],
-      tools: [{ type: "mcp", server_label: "calc", allowed_tools: ["upper"] }] as never,
-      tool_choice: "required",
-      parallel_tool_calls: false,
-      max_tokens: 300,
-      seed: 4,
-    });
-    const s2 = (still.choices[0].message as unknown as { hearth_tool_steps: typeof steps })
-      .hearth_tool_steps[0];
+    const s2 = (await forcedUpper("calc", "Add.", 4)).steps[0];
     assertUpper(s2.arguments, s2.output, "calc after flaky died");
     assert.equal((await health(srv.url)).status, "ok");
     assert.doesNotMatch(srv.stderr(), /sekret/);
