@@ -8,6 +8,7 @@
  * {
  *   "roots": ["../projects"],
  *   "stallSeconds": 120, "timeoutSeconds": 3600, "retryBaseMs": 2000, "killGraceSeconds": 5,
+ *   "goalDelaySeconds": 2, "maxParallelWorkers": 3,
  *   "agents": {
  *     "claude": { "provider": "claude", "command": "claude", "fallback": "codex", "maxRetries": 2 },
  *     "codex": { "provider": "codex", "command": "codex", "env": { "CODEX_HOME": "/srv/codex" } }
@@ -58,6 +59,10 @@ export type AgentsFile = {
   retryBaseMs: number;
   /** Seconds between SIGTERM and SIGKILL when a run's process group is stopped. */
   killGraceSeconds: number;
+  /** Seconds between a goal's finished turn and its continuation prompt. */
+  goalDelaySeconds: number;
+  /** How many worker runs of one orchestration go at once. */
+  maxParallelWorkers: number;
   agents: Record<string, AgentSpec>;
 };
 
@@ -66,6 +71,8 @@ export const DEFAULT_TIMEOUT_SECONDS = 3600;
 export const DEFAULT_RETRY_BASE_MS = 2000;
 export const DEFAULT_KILL_GRACE_SECONDS = 5;
 export const DEFAULT_MAX_RETRIES = 2;
+export const DEFAULT_GOAL_DELAY_SECONDS = 2;
+export const DEFAULT_MAX_PARALLEL_WORKERS = 3;
 
 const seconds = z.number().positive().finite();
 
@@ -87,6 +94,8 @@ const fileSchema = z.strictObject({
   timeoutSeconds: seconds.optional(),
   retryBaseMs: z.number().min(0).finite().optional(),
   killGraceSeconds: z.number().min(0).finite().optional(),
+  goalDelaySeconds: z.number().min(0).max(3600).optional(),
+  maxParallelWorkers: z.number().int().min(1).max(32).optional(),
   agents: z.record(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/), agentSchema).refine(
     (a) => Object.keys(a).length > 0,
     "at least one agent is required",
@@ -184,6 +193,8 @@ export async function parseAgentsConfig(text: string, path: string): Promise<Age
     roots,
     retryBaseMs: data.retryBaseMs ?? DEFAULT_RETRY_BASE_MS,
     killGraceSeconds: data.killGraceSeconds ?? DEFAULT_KILL_GRACE_SECONDS,
+    goalDelaySeconds: data.goalDelaySeconds ?? DEFAULT_GOAL_DELAY_SECONDS,
+    maxParallelWorkers: data.maxParallelWorkers ?? DEFAULT_MAX_PARALLEL_WORKERS,
     agents,
   };
 }

@@ -71,6 +71,11 @@ export type RunOptions = {
   onOutput?: (partial: string) => void;
   /** A process was started (or ended: null), for records that outlive the server. */
   onProcess?: (proc: { pid: number; startTicks: string | null } | null) => void;
+  /**
+   * The `agent_status` published when the run starts: `evaluating` for a run that judges others'
+   * work (an orchestration's checker), `running` otherwise.
+   */
+  status?: "running" | "evaluating";
 };
 
 export type RunResult = {
@@ -374,7 +379,7 @@ export function startRun(opts: RunOptions): RunHandle {
   }
 
   async function run(): Promise<RunResult> {
-    publish("agent_status", { status: "running" });
+    publish("agent_status", { status: opts.status ?? "running" });
     const tried = new Set<string>();
     let last: AttemptResult;
     while (true) {

@@ -28,6 +28,7 @@
  * @module
  */
 import { resolve, sep } from "node:path";
+import type { DatabaseSync } from "node:sqlite";
 import type { EventBus } from "../events/bus.ts";
 import { adapterFor as defaultAdapterFor } from "./adapters/mod.ts";
 import type { AgentsFile } from "./config.ts";
@@ -92,13 +93,43 @@ export class AgentServiceError extends Error {
 
 export type AgentService = {
   readonly config: AgentsFile;
+  /**
+   * The store's database, for the tables of goals and orchestrations that live beside sessions.
+   * Closed by `close`: close what uses it first.
+   */
+  readonly db: DatabaseSync;
   createSession(input: { agent: string; cwd?: string }): Promise<SessionJson>;
   listSessions(): SessionJson[];
   /** The session last activated, if it still exists. */
   activeSessionId(): string | null;
   getSession(id: string): SessionDetail;
-  /** Starts a run, or queues the text behind the running one. */
-  sendMessage(id: string, text: string): { sessionId: string; queued: boolean; pending: number };
+  /**
+   * Starts a run, or queues the text behind the running one. `goalId` marks a goal's continuation
+   * prompt (carried in its `new_message`).
+   */
+  sendMessage(
+    id: string,
+    text: string,
+    meta?: TurnMeta,
+  ): { sessionId: string; queued: boolean; pending: number };
+  /**
+   * Like `sendMessage`, and resolves with the outcome of that very turn once it ends (a turn that
+   * never runs — session deleted, server stopping — resolves as cancelled).
+   */
+  runTurn(id: string, text: string, meta?: TurnMeta): Promise<RunResult>;
+  /** True while the session runs or has anything queued. */
+  isBusy(id: string): boolean;
+  /**
+   * Called after every turn that ended with a result (not one stopped by `close`), once the
+   * history holds its answer and the next queued text (if any) has started.
+   */
+  onTurnEnd(listener: (end: TurnEnd) => void): () => void;
+  /**
+   * Called by `cancel` before it stops the session's own run: a listener returns true when it
+   * stopped something of the session's (an orchestration), so a session with no run of its own is
+   * not refused.
+   */
+  onCancel(listener: (sessionId: string) => boolean): () => void;
   /** Streams the text into the running CLI, or queues it first in line. */
   steer(
     id: string,
@@ -122,6 +153,16 @@ export type AgentService = {
   close(): Promise<void>;
 };
 
+/** What a turn is for, beyond its text. */
+export type TurnMeta = {
+  /** The goal whose continuation prompt this is. */
+  goalId?: string;
+  /** `agent_status` at the start of the run (`evaluating` for a checker). */
+  status?: "running" | "evaluating";
+};
+
+export type TurnEnd = { sessionId: string; result: RunResult; meta: TurnMeta };
+
 export type AgentServiceOptions = {
   bus: EventBus;
   dataDir: string;
@@ -135,6 +176,11 @@ export type AgentServiceOptions = {
    * id). Required when the config has such an agent: the service refuses to start without it.
    */
   local?: LocalEndpoint;
+  /**
+   * What the CLI is given for a user's text: e.g. the text with the relevant memory notes before
+   * it. The history keeps the text as sent.
+   */
+  promptFor?: (session: { id: string; agent: string; cwd: string }, text: string) => string;
 };
 
 type ActiveRun = {
@@ -144,6 +190,9 @@ type ActiveRun = {
   interrupted: boolean;
   /** The partial output, written to the store at most every OUTPUT_FLUSH_MS. */
   buf: { output: string; flushTimer?: ReturnType<typeof setTimeout> };
+  meta: TurnMeta;
+  /** `runTurn` callers waiting for this turn. */
+  waiters: ((r: RunResult) => void)[];
 };
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -218,7 +267,20 @@ export async function createAgentService(opts: AgentServiceOptions): Promise<Age
   const runs = new Map<string, ActiveRun>();
   const deleting = new Set<string>();
   const timers = new Map<number, ReturnType<typeof setTimeout>>();
+  /** Queued texts with a meta or a waiter, by queue item id (not durable: a restart drops them). */
+  const queuedMeta = new Map<number, { meta: TurnMeta; waiters: ((r: RunResult) => void)[] }>();
+  const turnListeners = new Set<(end: TurnEnd) => void>();
+  const cancelListeners = new Set<(sessionId: string) => boolean>();
   let closing = false;
+  const never = (agent: string, error: string): RunResult => ({
+    ok: false,
+    agent,
+    text: "",
+    error,
+    errorKind: "cancelled",
+    partial: false,
+    toolLog: [],
+  });
 
   const publish = (event: string, fields: Record<string, unknown>) =>
     bus.publish("session", event, fields);
@@ -262,7 +324,13 @@ export async function createAgentService(opts: AgentServiceOptions): Promise<Age
     }
   };
 
-  function startSessionRun(row: SessionRow, text: string, fromQueue: boolean) {
+  function startSessionRun(
+    row: SessionRow,
+    text: string,
+    fromQueue: boolean,
+    meta: TurnMeta = {},
+    waiters: ((r: RunResult) => void)[] = [],
+  ) {
     const id = row.id;
     const at = now();
     store.appendMessage(id, { role: "user", content: text, at, fromQueue });
@@ -280,6 +348,7 @@ export async function createAgentService(opts: AgentServiceOptions): Promise<Age
       role: "user",
       content: text,
       ...(fromQueue ? { fromQueue: true } : {}),
+      ...(meta.goalId ? { goalId: meta.goalId } : {}),
     });
 
     let cliSessions = { ...row.cliSessions };
@@ -292,8 +361,9 @@ export async function createAgentService(opts: AgentServiceOptions): Promise<Age
       bus,
       config,
       agent: row.agent,
-      prompt: text,
+      prompt: opts.promptFor ? opts.promptFor({ id, agent: row.agent, cwd: row.cwd }, text) : text,
       cwd: row.cwd,
+      status: meta.status,
       sessionId: id,
       adapterFor,
       local: opts.local,
@@ -313,7 +383,14 @@ export async function createAgentService(opts: AgentServiceOptions): Promise<Age
         }
       },
     });
-    const entry: ActiveRun = { handle, finished: Promise.resolve(), interrupted: false, buf };
+    const entry: ActiveRun = {
+      handle,
+      finished: Promise.resolve(),
+      interrupted: false,
+      buf,
+      meta,
+      waiters,
+    };
     entry.finished = entry.handle.done.then(
       (result) => finishRun(id, entry, result),
       (err) =>
@@ -333,6 +410,7 @@ export async function createAgentService(opts: AgentServiceOptions): Promise<Age
   function finishRun(id: string, entry: ActiveRun, result: RunResult) {
     clearTimeout(entry.buf.flushTimer);
     runs.delete(id);
+    for (const w of entry.waiters) w(result);
     if (deleting.has(id)) return;
     if (entry.interrupted && !result.ok) {
       store.updateRun(id, { output: result.text });
@@ -355,6 +433,13 @@ export async function createAgentService(opts: AgentServiceOptions): Promise<Age
       ...(message.partial ? { partial: true } : {}),
     });
     pump(id);
+    for (const l of turnListeners) {
+      try {
+        l({ sessionId: id, result, meta: entry.meta });
+      } catch (err) {
+        console.error(`hearth: a turn listener of session ${id} failed:`, err);
+      }
+    }
   }
 
   /** Starts the next queued text of an idle session. */
@@ -365,7 +450,40 @@ export async function createAgentService(opts: AgentServiceOptions): Promise<Age
     const item = store.dequeue(id);
     if (!item) return;
     publishQueue(id);
-    startSessionRun(row, item.text, true);
+    const extra = queuedMeta.get(item.id);
+    queuedMeta.delete(item.id);
+    startSessionRun(row, item.text, true, extra?.meta, extra?.waiters);
+  }
+
+  function send(
+    id: string,
+    text: string,
+    meta: TurnMeta,
+    waiter?: (r: RunResult) => void,
+  ): { sessionId: string; queued: boolean; pending: number } {
+    checkText(text);
+    const row = requireSession(id);
+    requireAgent(row);
+    if (runs.has(id) || store.queue(id).length > 0) {
+      const itemId = store.enqueue(id, text, now());
+      if (waiter || meta.goalId || meta.status) {
+        queuedMeta.set(itemId, { meta, waiters: waiter ? [waiter] : [] });
+      }
+      publishQueue(id);
+      pump(id);
+      return { sessionId: id, queued: true, pending: store.queue(id).length };
+    }
+    startSessionRun(row, text, false, meta, waiter ? [waiter] : []);
+    return { sessionId: id, queued: false, pending: 0 };
+  }
+
+  /** Settles the waiters of queued items that will never run. */
+  function dropQueued(itemIds: Iterable<number>, agent: string, why: string) {
+    for (const itemId of itemIds) {
+      const extra = queuedMeta.get(itemId);
+      queuedMeta.delete(itemId);
+      for (const w of extra?.waiters ?? []) w(never(agent, why));
+    }
   }
 
   function arm(scheduleId: number, dueAt: number) {
@@ -428,6 +546,7 @@ export async function createAgentService(opts: AgentServiceOptions): Promise<Age
 
   const service: AgentService = {
     config,
+    db: store.db,
 
     async createSession(input) {
       const spec = config.agents[input.agent];
@@ -468,18 +587,26 @@ export async function createAgentService(opts: AgentServiceOptions): Promise<Age
       return { ...sessionJson(row), history: store.history(id).map(messageJson) };
     },
 
-    sendMessage(id, text) {
-      checkText(text);
-      const row = requireSession(id);
-      requireAgent(row);
-      if (runs.has(id) || store.queue(id).length > 0) {
-        store.enqueue(id, text, now());
-        publishQueue(id);
-        pump(id);
-        return { sessionId: id, queued: true, pending: store.queue(id).length };
-      }
-      startSessionRun(row, text, false);
-      return { sessionId: id, queued: false, pending: 0 };
+    sendMessage(id, text, meta = {}) {
+      return send(id, text, meta);
+    },
+
+    runTurn(id, text, meta = {}) {
+      return new Promise<RunResult>((resolve) => send(id, text, meta, resolve));
+    },
+
+    isBusy(id) {
+      return runs.has(id) || store.queue(id).length > 0;
+    },
+
+    onTurnEnd(listener) {
+      turnListeners.add(listener);
+      return () => turnListeners.delete(listener);
+    },
+
+    onCancel(listener) {
+      cancelListeners.add(listener);
+      return () => cancelListeners.delete(listener);
     },
 
     async steer(id, text) {
@@ -499,16 +626,25 @@ export async function createAgentService(opts: AgentServiceOptions): Promise<Age
     },
 
     cancel(id, o = {}) {
-      requireSession(id);
+      const row = requireSession(id);
+      let handled = false;
+      for (const l of cancelListeners) {
+        try {
+          if (l(id)) handled = true;
+        } catch (err) {
+          console.error(`hearth: a cancel listener of session ${id} failed:`, err);
+        }
+      }
       const run = runs.get(id);
-      if (!run) {
+      if (!run && !handled) {
         throw new AgentServiceError("NOT_RUNNING", 409, `session ${id} has no run to cancel`);
       }
       if (o.clearQueue) {
+        dropQueued(store.queue(id).map((q) => q.id), row.agent, "queue cleared");
         store.clearQueue(id);
         publishQueue(id);
       }
-      run.handle.cancel("cancelled by user");
+      run?.handle.cancel("cancelled by user");
       return { sessionId: id, cancelled: true, pending: store.queue(id).length };
     },
 
@@ -520,8 +656,9 @@ export async function createAgentService(opts: AgentServiceOptions): Promise<Age
     },
 
     async deleteSession(id) {
-      requireSession(id);
+      const row = requireSession(id);
       deleting.add(id);
+      dropQueued(store.queue(id).map((q) => q.id), row.agent, "session deleted");
       try {
         const run = runs.get(id);
         if (run) {
@@ -575,6 +712,7 @@ export async function createAgentService(opts: AgentServiceOptions): Promise<Age
         run.handle.cancel(INTERRUPTED_ERROR);
       }
       await Promise.all(pending.map((r) => r.finished));
+      dropQueued([...queuedMeta.keys()], "", INTERRUPTED_ERROR);
       store.close();
     },
   };

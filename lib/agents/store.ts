@@ -82,8 +82,8 @@ export type Store = {
   latestMessage(sessionId?: string): { sessionId: string; message: StoredMessage } | undefined;
 
   queue(sessionId: string): QueueItem[];
-  /** Adds to the end of the queue, or before everything when `front`. */
-  enqueue(sessionId: string, text: string, at: number, front?: boolean): void;
+  /** Adds to the end of the queue, or before everything when `front`; returns the item's id. */
+  enqueue(sessionId: string, text: string, at: number, front?: boolean): number;
   /** Removes and returns the first queued item. */
   dequeue(sessionId: string): QueueItem | undefined;
   clearQueue(sessionId: string): void;
@@ -104,6 +104,9 @@ export type Store = {
 
   getMeta(key: string): string | undefined;
   setMeta(key: string, value: string | null): void;
+
+  /** The open database, for the tables of goals and orchestrations that live beside sessions. */
+  readonly db: DatabaseSync;
 
   close(): void;
 };
@@ -280,7 +283,7 @@ export function openStore(path: string): Store {
       all("SELECT id, text, at FROM queue WHERE session_id = ? ORDER BY pos, id", sessionId)
         .map((r) => ({ id: Number(r.id), text: r.text as string, at: Number(r.at) })),
     enqueue(sessionId, text, at, front = false) {
-      tx(() => {
+      return tx(() => {
         const edge = get(
           `SELECT ${front ? "MIN" : "MAX"}(pos) AS p FROM queue WHERE session_id = ?`,
           sessionId,
@@ -288,13 +291,14 @@ export function openStore(path: string): Store {
         const pos = edge?.p === null || edge?.p === undefined
           ? 0
           : Number(edge.p) + (front ? -1 : 1);
-        run(
+        const r = run(
           "INSERT INTO queue (session_id, pos, text, at) VALUES (?, ?, ?, ?)",
           sessionId,
           pos,
           text,
           at,
         );
+        return Number(r.lastInsertRowid);
       });
     },
     dequeue(sessionId) {
@@ -379,6 +383,7 @@ export function openStore(path: string): Store {
       else run("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", key, value);
     },
 
+    db,
     close: () => db.close(),
   };
 }
