@@ -16,7 +16,7 @@ import {
   type ServeConfig,
   unsupportedFlag,
 } from "./lib/cli/flags.ts";
-import { type AgentService, createAgentService } from "./lib/agents/sessions.ts";
+import { type AgentFeatures, openAgents } from "./lib/agents/mod.ts";
 import { loadAgentsConfig } from "./lib/agents/config.ts";
 import { localBaseUrl } from "./lib/agents/local.ts";
 import { runManager } from "./lib/manager/main.ts";
@@ -24,7 +24,7 @@ import { tokenizeText } from "./lib/engine/tokens.ts";
 import { createVideoService, readBlocklist, type VideoService } from "./lib/video/operations.ts";
 import type { ServerState } from "./lib/engine/state.ts";
 import { newSurfaces } from "./routes/app.ts";
-import { sessionRoutes } from "./routes/sessions.ts";
+import { agentRoutes } from "./routes/agents.ts";
 import { videoRoutes } from "./routes/video.ts";
 import { managerRoutes } from "./routes/manager.ts";
 import { parseMakeModelArgs } from "./lib/cli/make_model_args.ts";
@@ -158,9 +158,9 @@ async function serve(argv: string[]): Promise<void> {
   state.mcp = mcp;
   const surfaces = newSurfaces({ pingMs: pingMsFromEnv(), bufferLimit: sseBufferLimit });
   const app = createApp(state, surfaces);
-  let agents: AgentService | undefined;
+  let agents: AgentFeatures | undefined;
   if (agentsFile) {
-    agents = await createAgentService({
+    agents = await openAgents({
       bus: surfaces.bus,
       dataDir: config.dataDir,
       config: agentsFile,
@@ -172,7 +172,7 @@ async function serve(argv: string[]): Promise<void> {
         contextWindow: config.maxSeqLen,
       },
     }).catch((e) => die((e as Error).message));
-    surfaces.sessions = sessionRoutes(agents);
+    surfaces.sessions = agentRoutes(agents);
   }
   let video: VideoService | undefined;
   if (keys.length === 0 && !isLoopback(config.host) && config.videoBackend === "local") {

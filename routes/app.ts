@@ -37,7 +37,10 @@ export type Surfaces = {
   fanout: Fanout;
   /** Reconnection delay announced to SSE clients. */
   retryMs?: number;
-  /** `/api/sessions*` and `/api/messages*` (absent: no `--agents-config`). */
+  /**
+   * `/api/sessions*`, `/api/messages*`, `/api/agents`, `/api/orchestrations*` and `/api/memory*`
+   * (absent: no `--agents-config`).
+   */
   sessions?: Hono;
   /** `/v1beta/*` once the video service is up. */
   video?: Hono;
@@ -105,6 +108,10 @@ export function createApp(state: ServerState, surfaces: Surfaces = newSurfaces()
   app.all("/api/sessions/*", sessions);
   app.all("/api/messages/*", sessions);
   app.all("/api/agents", sessions);
+  app.all("/api/orchestrations", sessions);
+  app.all("/api/orchestrations/*", sessions);
+  app.all("/api/memory", sessions);
+  app.all("/api/memory/*", sessions);
   app.all("/v1beta/*", (c) => {
     if (surfaces.video) return surfaces.video.fetch(c.req.raw, c.env);
     if (surfaces.videoDisabled) {

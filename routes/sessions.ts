@@ -56,7 +56,7 @@ export function apiError(
 }
 
 /** Runs `f`, turning the service's refusals into their HTTP error. */
-async function guard(c: Context, f: () => Promise<Response> | Response): Promise<Response> {
+export async function guard(c: Context, f: () => Promise<Response> | Response): Promise<Response> {
   try {
     return await f();
   } catch (err) {
@@ -65,7 +65,8 @@ async function guard(c: Context, f: () => Promise<Response> | Response): Promise
   }
 }
 
-function body<S extends z.ZodType>(c: Context, schema: S): Promise<Parsed<z.output<S>>> {
+/** The request's JSON body checked against `schema`; refusals are 400 `BAD_REQUEST`. */
+export function body<S extends z.ZodType>(c: Context, schema: S): Promise<Parsed<z.output<S>>> {
   return parseBody(c, schema, (status, message) => apiError(c, status, "BAD_REQUEST", message));
 }
 

@@ -77,6 +77,7 @@ export type ServiceErrorCode =
   | "NOT_FOUND"
   | "NOT_RUNNING"
   | "AGENT_UNAVAILABLE"
+  | "CONFLICT"
   | "SHUTTING_DOWN";
 
 /** A refusal the HTTP layer turns into `{"error": code, "message"}` with `status`. */

@@ -1,0 +1,22 @@
+/**
+ * Every agents endpoint in one router, over lib/agents/mod.ts: sessions and messages
+ * (routes/sessions.ts), goals (routes/goals.ts), orchestrations and memory.
+ *
+ * @example
+ * ```ts
+ * import { agentRoutes } from "./agents.ts";
+ * app.route("/", agentRoutes(await openAgents({ bus, dataDir, config })));
+ * ```
+ * @module
+ */
+import { Hono } from "hono";
+import type { AgentFeatures } from "../lib/agents/mod.ts";
+import { goalRoutes } from "./goals.ts";
+import { sessionRoutes } from "./sessions.ts";
+
+export function agentRoutes(a: AgentFeatures): Hono {
+  const app = new Hono();
+  app.route("/", goalRoutes(a.goals, a.service));
+  app.route("/", sessionRoutes(a.service));
+  return app;
+}
