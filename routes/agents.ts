@@ -12,11 +12,15 @@
 import { Hono } from "hono";
 import type { AgentFeatures } from "../lib/agents/mod.ts";
 import { goalRoutes } from "./goals.ts";
+import { memoryRoutes } from "./memory.ts";
+import { orchestrationRoutes } from "./orchestrations.ts";
 import { sessionRoutes } from "./sessions.ts";
 
 export function agentRoutes(a: AgentFeatures): Hono {
   const app = new Hono();
   app.route("/", goalRoutes(a.goals, a.service));
   app.route("/", sessionRoutes(a.service));
+  app.route("/", orchestrationRoutes(a.orchestrator, a.service));
+  app.route("/", memoryRoutes(a.memory));
   return app;
 }

@@ -391,6 +391,7 @@ export function createGoals(opts: GoalsOptions): Goals {
     if (!first) {
       const left = budgetLeft(g);
       publish(g, "goal_continue", {
+        turns: g.turns,
         turn: g.turns + 1,
         turnsLeft: left.turns,
         minutesLeft: left.minutes,

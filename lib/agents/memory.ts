@@ -8,7 +8,8 @@
  *
  * Rules worth knowing:
  * - A name is `[A-Za-z0-9][A-Za-z0-9._-]{0,99}` (a trailing `.md` from the client is stripped),
- *   without `..`, not ending in `.md` itself, and not `search` (its route would shadow the note).
+ *   without `..`, not ending in `.` or `.md` itself, and not `search` (its route would shadow the
+ *   note).
  * - A note holds at most 64 KiB of UTF-8 without NUL; there are at most 1000 notes. Files in the
  *   directory that break these rules are left alone and not indexed (logged once each).
  * - Hidden files (a leading dot) are never notes: the index and the temporary files of atomic
@@ -47,7 +48,10 @@ export const WATCH_DEBOUNCE_MS = 200;
 
 export type NoteInfo = { name: string; bytes: number; updatedAt: string };
 export type Note = NoteInfo & { text: string };
-/** A search result; `score` is larger for better matches (the negated bm25 rank). */
+/**
+ * A search result. `score` is larger for better matches: its integer part counts the query's words
+ * found in the note's name, its fraction is bm25's verdict on the whole note.
+ */
 export type SearchHit = NoteInfo & { snippet: string; score: number };
 
 export type Memory = {
@@ -108,7 +112,9 @@ export function noteName(input: string): string {
   const name = input.endsWith(".md") ? input.slice(0, -3) : input;
   if (name === "") throw bad(`note name is empty: ${NAME_RULE}`);
   if (/[/\\]/.test(name)) throw bad(`note name ${JSON.stringify(input)} contains / or \\`);
-  if (name.includes("..")) throw bad(`note name ${JSON.stringify(input)} contains ".."`);
+  if (input.includes("..")) throw bad(`note name ${JSON.stringify(input)} contains ".."`);
+  // Its file would be "NAME..md".
+  if (name.endsWith(".")) throw bad(`note name ${JSON.stringify(input)} ends in "."`);
   if (!NAME_RE.test(name)) throw bad(`note name ${JSON.stringify(input)} is invalid: ${NAME_RULE}`);
   // Otherwise "a.md.md" and "a.md" would both reach the note "a".
   if (name.endsWith(".md")) throw bad(`note name ${JSON.stringify(input)} ends in .md twice`);
@@ -168,19 +174,59 @@ const STOPWORDS = new Set(
   while who whom why will with would you your yours`.split(/\s+/),
 );
 
+/** Letters and digits, with the combining marks that belong to them. */
+const WORD_RE = /[\p{L}\p{N}][\p{L}\p{N}\p{M}]*/gu;
 /** At most this many distinct words of a query reach FTS5: a long prompt stays a cheap query. */
-const MAX_QUERY_WORDS = 64;
+const MAX_QUERY_WORDS = 200;
 
-/** The FTS5 query for the words of `text`: each word quoted, OR-ed; "" when there is none. */
-function ftsQuery(text: string, forPrompt: boolean): string {
+/** The distinct lowercased words of `text` a query looks for (for a prompt: not the filler). */
+function queryWords(text: string, forPrompt: boolean): string[] {
   const words = new Set<string>();
-  for (const m of text.matchAll(/[\p{L}\p{N}][\p{L}\p{N}\p{M}]*/gu)) {
+  for (const m of text.matchAll(WORD_RE)) {
     const w = m[0].toLowerCase();
     if (forPrompt && ([...w].length < 3 || STOPWORDS.has(w))) continue;
     words.add(w);
     if (words.size >= MAX_QUERY_WORDS) break;
   }
-  return [...words].map((w) => `"${w}"`).join(" OR ");
+  return [...words];
+}
+
+/** The FTS5 query for `words`: each quoted (no FTS5 syntax survives), OR-ed. */
+const matchQuery = (words: string[]) => words.map((w) => `"${w}"`).join(" OR ");
+
+/** Words of the snippet around the first match. */
+const SNIPPET_WORDS = 16;
+/** Words shown before the first match. */
+const SNIPPET_LEAD = 4;
+
+/**
+ * Up to SNIPPET_WORDS words of `body` around the first word that looks like a query word (its
+ * first letters, a cheap stand-in for the index's stemming). FTS5's own snippet() costs time
+ * quadratic in the matches of a note, which one note of a repeated word turns into seconds.
+ */
+function snippetOf(body: string, words: string[]): string {
+  const prefixes = words.map((w) => w.slice(0, Math.max(3, Math.ceil(w.length * 0.75))));
+  let at = 0;
+  for (const m of body.matchAll(WORD_RE)) {
+    const w = m[0].toLowerCase();
+    if (prefixes.some((p) => w.startsWith(p))) {
+      at = m.index;
+      break;
+    }
+  }
+  const lead = [...body.slice(Math.max(0, at - 200), at).matchAll(/\S+\s*$|\S+\s+/g)]
+    .slice(-SNIPPET_LEAD).map((m) => m[0]).join("");
+  const start = at - lead.length;
+  const re = /\S+/g;
+  re.lastIndex = start;
+  let end = start;
+  for (let n = 0; n < SNIPPET_WORDS; n++) {
+    const m = re.exec(body);
+    if (!m) break;
+    end = m.index + m[0].length;
+  }
+  const text = body.slice(start, end).replace(/\s+/g, " ").trim();
+  return (start > 0 ? "…" : "") + text + (body.slice(end).trim() ? "…" : "");
 }
 
 /** Cuts `s` to at most `n` UTF-16 units ending in "…", at a word break when one is near. */
@@ -203,7 +249,7 @@ const MIN_RELEVANT_BODY = 40;
 /** Most notes `relevant` considers. */
 const RELEVANT_HITS = 8;
 
-const SCHEMA_VERSION = 1;
+const SCHEMA_VERSION = 2;
 const SCHEMA = `
 CREATE TABLE notes (
   id INTEGER PRIMARY KEY,
@@ -212,6 +258,7 @@ CREATE TABLE notes (
   mtime INTEGER NOT NULL
 );
 CREATE VIRTUAL TABLE notes_fts USING fts5(name, body, tokenize='porter unicode61');
+CREATE VIRTUAL TABLE names_fts USING fts5(name, tokenize='porter unicode61');
 PRAGMA user_version = ${SCHEMA_VERSION};
 `;
 /** bm25 weights of the FTS columns: a word in the name says more than one in the body. */
@@ -225,7 +272,9 @@ function initIndex(db: DatabaseSync) {
   const version = Number((db.prepare("PRAGMA user_version").get() as Row).user_version);
   if (version === SCHEMA_VERSION) return;
   // An index of another version (or none yet) is rebuilt from the files.
-  db.exec("DROP TABLE IF EXISTS notes; DROP TABLE IF EXISTS notes_fts;");
+  db.exec(
+    "DROP TABLE IF EXISTS notes; DROP TABLE IF EXISTS notes_fts; DROP TABLE IF EXISTS names_fts;",
+  );
   db.exec(SCHEMA);
 }
 
@@ -310,34 +359,32 @@ export async function createMemory(opts: MemoryOptions): Promise<Memory> {
       ...(name !== undefined ? { name } : {}),
     });
 
+  // Rows of notes, notes_fts (name and body: the ranking) and names_fts (the name alone: which
+  // query words a name holds) share their id.
   const upsert = (name: string, s: FileStat, body: string) => {
     const row = get("SELECT id FROM notes WHERE name = ?", name);
+    let id: SQLInputValue;
     if (row) {
-      run("UPDATE notes SET bytes = ?, mtime = ? WHERE id = ?", s.bytes, s.mtime, row.id);
-      run("DELETE FROM notes_fts WHERE rowid = ?", row.id);
-      run("INSERT INTO notes_fts (rowid, name, body) VALUES (?, ?, ?)", row.id, name, body);
+      id = row.id;
+      run("UPDATE notes SET bytes = ?, mtime = ? WHERE id = ?", s.bytes, s.mtime, id);
+      run("DELETE FROM notes_fts WHERE rowid = ?", id);
     } else {
-      const r = run(
-        "INSERT INTO notes (name, bytes, mtime) VALUES (?, ?, ?)",
-        name,
-        s.bytes,
-        s.mtime,
-      );
-      run(
-        "INSERT INTO notes_fts (rowid, name, body) VALUES (?, ?, ?)",
-        r.lastInsertRowid,
-        name,
-        body,
-      );
+      id = run("INSERT INTO notes (name, bytes, mtime) VALUES (?, ?, ?)", name, s.bytes, s.mtime)
+        .lastInsertRowid;
+      run("INSERT INTO names_fts (rowid, name) VALUES (?, ?)", id, name);
     }
+    run("INSERT INTO notes_fts (rowid, name, body) VALUES (?, ?, ?)", id, name, body);
   };
   const drop = (name: string) => {
     const row = get("SELECT id FROM notes WHERE name = ?", name);
     if (!row) return false;
     run("DELETE FROM notes_fts WHERE rowid = ?", row.id);
+    run("DELETE FROM names_fts WHERE rowid = ?", row.id);
     run("DELETE FROM notes WHERE id = ?", row.id);
     return true;
   };
+  const bodyOf = (id: SQLInputValue) =>
+    (get("SELECT body FROM notes_fts WHERE rowid = ?", id)?.body as string | undefined) ?? "";
 
   /** Brings the index in line with the directory; returns the names it changed. */
   function reconcile(): string[] {
@@ -436,8 +483,12 @@ export async function createMemory(opts: MemoryOptions): Promise<Memory> {
     timer = undefined;
     if (closed) return;
     try {
+      const files = known.size;
       const changed = reconcile();
-      if (changed.length) publish("external", changed.length === 1 ? changed[0] : undefined);
+      // A file past the note limit changes `files` without touching the index.
+      if (changed.length || known.size !== files) {
+        publish("external", changed.length === 1 ? changed[0] : undefined);
+      }
     } catch (err) {
       console.error(`hearth: memory: reindexing ${dir} failed:`, err);
     }
@@ -467,19 +518,33 @@ export async function createMemory(opts: MemoryOptions): Promise<Memory> {
     })();
   }
 
-  const hits = (query: string, limit: number) =>
+  // Ranked by how many of the query's words the name holds (a name is a note's title: the note
+  // "deploy" answers "deploy" better than a long note repeating it), then by bm25 over the whole
+  // note. bm25 alone cannot promise that: its term frequency saturates, and a word in more than
+  // half the notes gets a near-zero weight. `score` keeps the same order: the name matches plus
+  // bm25 squashed into [0, 1). The name matches come from names_fts, whose rows are a few tokens:
+  // highlight() over notes_fts would walk every match in every body.
+  const ranked = (words: string[], limit: number) =>
     all(
-      `SELECT n.name, n.bytes, n.mtime, snippet(notes_fts, 1, '', '', '…', 16) AS snippet,
-              bm25(notes_fts, ${NAME_WEIGHT}, ${BODY_WEIGHT}) AS rank
-       FROM notes_fts JOIN notes n ON n.id = notes_fts.rowid
-       WHERE notes_fts MATCH ? ORDER BY rank, n.name LIMIT ?`,
-      query,
+      `WITH nm AS (
+         SELECT rowid AS id, highlight(names_fts, 0, char(1), char(2)) AS h
+         FROM names_fts WHERE names_fts MATCH ?1)
+       SELECT n.id, n.name, n.bytes, n.mtime,
+              bm25(notes_fts, ${NAME_WEIGHT}, ${BODY_WEIGHT}) AS rank,
+              coalesce(length(nm.h) - length(replace(nm.h, char(1), '')), 0) AS in_name
+       FROM notes_fts JOIN notes n ON n.id = notes_fts.rowid LEFT JOIN nm ON nm.id = n.id
+       WHERE notes_fts MATCH ?1
+       ORDER BY in_name DESC, rank, n.name LIMIT ?2`,
+      matchQuery(words),
       limit,
-    ).map((r): SearchHit => ({
-      ...info(r.name as string, { bytes: Number(r.bytes), mtime: Number(r.mtime) }),
-      snippet: r.snippet as string,
-      score: -Number(r.rank),
-    }));
+    ).map((r) => {
+      const bm25 = Math.max(0, -Number(r.rank));
+      return {
+        id: r.id,
+        info: info(r.name as string, { bytes: Number(r.bytes), mtime: Number(r.mtime) }),
+        score: Number(r.in_name) + bm25 / (1 + bm25),
+      };
+    });
 
   return {
     list() {
@@ -574,24 +639,25 @@ export async function createMemory(opts: MemoryOptions): Promise<Memory> {
         throw bad(`limit must be an integer from 1 to ${MAX_SEARCH_LIMIT}`);
       }
       if (typeof q !== "string") throw bad("q must be a string");
-      const query = ftsQuery(q, false);
-      return query ? hits(query, limit) : [];
+      const words = queryWords(q, false);
+      if (!words.length) return [];
+      return ranked(words, limit).map((r) => ({
+        ...r.info,
+        snippet: snippetOf(bodyOf(r.id), words),
+        score: r.score,
+      }));
     },
 
     relevant(text, maxChars = DEFAULT_RELEVANT_CHARS) {
       open();
       if (typeof text !== "string" || !(maxChars >= MIN_RELEVANT_CHARS)) return "";
-      const query = ftsQuery(text, true);
-      if (!query) return "";
+      const words = queryWords(text, true);
+      if (!words.length) return "";
       let budget = Math.floor(maxChars) - RELEVANT_HEAD.length - RELEVANT_TAIL.length;
       const sections: string[] = [];
-      for (const hit of hits(query, RELEVANT_HITS)) {
-        const row = get(
-          "SELECT f.body FROM notes_fts f JOIN notes n ON n.id = f.rowid WHERE n.name = ?",
-          hit.name,
-        );
-        const body = ((row?.body as string | undefined) ?? "").trim();
-        const head = `${sections.length ? "\n\n" : ""}## ${hit.name}\n`;
+      for (const { id, info: { name } } of ranked(words, RELEVANT_HITS)) {
+        const body = bodyOf(id).trim();
+        const head = `${sections.length ? "\n\n" : ""}## ${name}\n`;
         const room = budget - head.length;
         if (body.length <= room) {
           sections.push(head + body);

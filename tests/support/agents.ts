@@ -52,20 +52,24 @@ export async function withAgentsTree(f: (dir: string) => Promise<void>) {
 }
 
 /**
- * Writes one script per agent (`DIR/scripts/NAME.json`, state in `DIR/state/NAME`) and an agents
+ * Writes one script per agent (`DIR/scripts/NAME.json`, or the path of a script file given as a
+ * string; state in `DIR/state/NAME`) and an agents
  * config running them; `extra` adds fields per agent (fallback, maxRetries) and `top` top-level
  * fields.
  */
 export async function scriptedConfig(
   dir: string,
-  scripts: Record<string, Script>,
+  scripts: Record<string, Script | string>,
   opts: { extra?: Record<string, Record<string, unknown>>; top?: Record<string, unknown> } = {},
 ): Promise<AgentsFile> {
   await Deno.mkdir(`${dir}/scripts`, { recursive: true });
   const agents: Record<string, unknown> = {};
   for (const [name, script] of Object.entries(scripts)) {
-    const file = `${dir}/scripts/${name}.json`;
-    await Deno.writeTextFile(file, JSON.stringify(script));
+    let file = script as string;
+    if (typeof script !== "string") {
+      file = `${dir}/scripts/${name}.json`;
+      await Deno.writeTextFile(file, JSON.stringify(script));
+    }
     agents[name] = {
       provider: "jsonl",
       command: Deno.execPath(),
