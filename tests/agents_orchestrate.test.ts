@@ -9,7 +9,6 @@ import assert from "node:assert/strict";
 import type { AgentsFile } from "../lib/agents/config.ts";
 import {
   checkerPrompt,
-  createOrchestrator,
   type OrchestrationJson,
   type Orchestrator,
   parsePlan,
