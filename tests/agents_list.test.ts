@@ -10,6 +10,8 @@ import { createAgentService, publicAgents } from "../lib/agents/sessions.ts";
 import { createBus } from "../lib/events/bus.ts";
 import { newServerState } from "../lib/engine/state.ts";
 import { createApp, newSurfaces } from "../routes/app.ts";
+import { openAgents } from "../lib/agents/mod.ts";
+import { agentRoutes } from "../routes/agents.ts";
 import { sessionRoutes } from "../routes/sessions.ts";
 
 const SECRET = "sk-secret-value-never-sent";
@@ -94,6 +96,61 @@ Deno.test("GET /api/agents through the app: behind the API key; 404 without --ag
     const res = await createApp(newServerState("test"), bare).request("/api/agents");
     assert.equal(res.status, 404);
     assert.equal((await res.json()).error, "AGENTS_NOT_CONFIGURED");
+  } finally {
+    bare.fanout.closeAll();
+  }
+});
+
+Deno.test("goals, orchestrations and memory through the app: behind the key, 404 without agents", async () => {
+  const dir = await Deno.realPath(await Deno.makeTempDir({ prefix: "hearth-agents-app-" }));
+  const bus = createBus();
+  const surfaces = newSurfaces({ pingMs: 60_000 });
+  await Deno.writeTextFile(
+    `${dir}/agents.json`,
+    JSON.stringify({ agents: { a: { provider: "jsonl", command: "true" } } }),
+  );
+  const agents = await openAgents({
+    bus,
+    dataDir: `${dir}/data`,
+    config: await loadAgentsConfig(`${dir}/agents.json`),
+    watchMemory: false,
+  });
+  try {
+    surfaces.sessions = agentRoutes(agents);
+    const app = createApp(newServerState("test", "k-123"), surfaces);
+    const auth = { authorization: "Bearer k-123", "content-type": "application/json" };
+    assert.equal((await app.request("/api/memory")).status, 401);
+    const cases: [string, string, unknown, number, RegExp][] = [
+      ["PUT", "/api/memory/plan", { text: "ship it" }, 201, /"name":"plan"/],
+      ["GET", "/api/memory", undefined, 200, /"notes":\[\{"name":"plan"/],
+      ["GET", "/api/memory/search?q=ship", undefined, 200, /"hits":\[\{"name":"plan"/],
+      ["GET", "/api/orchestrations/nope", undefined, 404, /no orchestration/],
+      ["GET", "/api/orchestrations", undefined, 200, /"orchestrations":\[\]/],
+      ["GET", "/api/sessions/nope/goal", undefined, 404, /no session nope/],
+      ["POST", "/api/sessions/nope/orchestrate", { task: "x" }, 404, /no session nope/],
+    ];
+    for (const [method, path, body, status, re] of cases) {
+      const res = await app.request(path, {
+        method,
+        headers: auth,
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      const text = await res.text();
+      assert.equal(res.status, status, `${method} ${path}: ${text}`);
+      assert.match(text, re, `${method} ${path}`);
+    }
+  } finally {
+    surfaces.fanout.closeAll();
+    await agents.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+  const bare = newSurfaces({ pingMs: 60_000 });
+  try {
+    for (const path of ["/api/memory", "/api/memory/search?q=x", "/api/orchestrations/x"]) {
+      const res = await createApp(newServerState("test"), bare).request(path);
+      assert.equal(res.status, 404, path);
+      assert.equal((await res.json()).error, "AGENTS_NOT_CONFIGURED");
+    }
   } finally {
     bare.fanout.closeAll();
   }
