@@ -373,3 +373,17 @@ Deno.test("goals: bad input on every goal route is a 4xx with a clear message", 
     assert.equal((await h.api("POST", `${g}/cancel`, { reason: 5 })).status, 400);
   });
 });
+
+Deno.test("goals: an agent that quotes the prompt back triggers no directive", async () => {
+  await withAgentsTree(async (dir) => {
+    const config = await scriptedConfig(dir, {
+      agent: { rules: [{ match: "([\\s\\S]*)", replies: ["You said:\n$1"] }] },
+    });
+    await using h = await serveAgents(config, `${dir}/data`);
+    const id = await newSession(h);
+    await h.api("POST", `/api/sessions/${id}/goal`, { objective: "echo", maxTurns: 2 });
+    const paused = await h.waitFor((e) => e.event === "goal_paused");
+    assert.equal(paused.reason, "budget");
+    assert.deepEqual(goalEvents(h, id), ["goal_started", "goal_continue", "goal_paused"]);
+  });
+});

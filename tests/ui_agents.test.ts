@@ -234,6 +234,44 @@ Deno.test("agents page: a run's steps and answer, quiet reconnects, the 8 s noti
       await b.screenshot(page, "agents-reconnected");
     });
 
+    await t.step(
+      "a goal and an orchestration started through the API show on the page",
+      async () => {
+        const post = async (path: string, body: unknown) => {
+          const r = await fetch(`${w.url}${path}`, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify(body),
+          });
+          const json = await r.json();
+          assert.ok(r.ok, `${path}: ${JSON.stringify(json)}`);
+          return json;
+        };
+        const s = await post("/api/sessions", { agent: "echo" });
+        // One turn of budget: the echo agent's answer has no directive, so the goal pauses.
+        await post(`/api/sessions/${s.id}/goal`, { objective: "say hello", maxTurns: 1 });
+        const run = await post(`/api/sessions/${s.id}/orchestrate`, {
+          task: "greet",
+          maxRounds: 1,
+        });
+        await waitUntil("the goal and the run to settle", async () => {
+          const g = await (await fetch(`${w.url}/api/sessions/${s.id}/goal`)).json();
+          const o = await (await fetch(`${w.url}/api/orchestrations/${run.runId}`)).json();
+          return g.status === "paused" && (o.state === "done" || o.state === "failed");
+        }, { timeout: 20_000 });
+        // Opened afresh: the panels come from the API, not from events seen live.
+        await page.goto(`${w.url}/ui/agents#${encodeURIComponent(s.id)}`);
+        await page.reload();
+        const goal = page.getByRole("region", { name: "Goal" });
+        await goal.filter({ hasText: "paused" }).waitFor({ timeout: 10_000 });
+        assert.match((await goal.textContent()) ?? "", /say hello.*turns 1 of 1.*reason: budget/s);
+        const orc = page.getByRole("region", { name: "Orchestration" });
+        await orc.filter({ hasText: /done|failed/ }).waitFor({ timeout: 10_000 });
+        assert.match((await orc.textContent()) ?? "", /greet/);
+        await b.screenshot(page, "agents-goal");
+      },
+    );
+
     await t.step("no script errors on the page", () => {
       assert.deepEqual(scriptErrors, []);
       // Failed loads while the server was down are expected, and kept apart.

@@ -228,13 +228,14 @@ function checkBudget(b: { maxTurns?: number; maxMinutes?: number }) {
   }
 }
 
+// No line of the help starts with "/goal": an agent that quotes it back must not trigger it.
 const DIRECTIVES_HELP = [
-  "Speak to the goal with lines of their own in your answer:",
-  "/goal checkpoint SUMMARY [evidence: PATH, ...]  - progress, with files under your working " +
-  "directory that show it",
-  "/goal done  - the objective is met (counts only after a checkpoint whose evidence files exist)",
-  "/goal pause REASON  - you need a person (asked twice, the goal pauses)",
-  "/goal cancel REASON  - the objective cannot or should not be reached",
+  "Speak to the goal with lines of their own in your answer, each starting with /goal:",
+  "- progress, with files under your working directory that show it: " +
+  "/goal checkpoint SUMMARY [evidence: PATH, ...]",
+  "- the objective is met (counts only after a checkpoint whose evidence files exist): /goal done",
+  "- you need a person (asked twice, the goal pauses): /goal pause REASON",
+  "- the objective cannot or should not be reached: /goal cancel REASON",
 ].join("\n");
 
 /** Opens the goals table, resumes active goals and follows the service's turns. */

@@ -1003,8 +1003,15 @@ async function loadDetail() {
     return;
   }
   try {
-    const s = await api(`/api/sessions/${encodeURIComponent(id)}`);
+    const enc = encodeURIComponent(id);
+    const [s, goal, orcs] = await Promise.all([
+      api(`/api/sessions/${enc}`),
+      // Absent (404) when the session never had one, or when the server predates goals.
+      api(`/api/sessions/${enc}/goal`).catch(() => null),
+      api(`/api/orchestrations?sessionId=${enc}`).catch(() => null),
+    ]);
     if (id !== currentId) return;
+    loadFeatures(id, goal, orcs);
     const { history: h0, ...session } = s;
     sessions.set(id, session);
     msgs = Array.isArray(h0) ? h0 : [];
@@ -1026,6 +1033,43 @@ async function loadDetail() {
   renderSessions();
   renderHead();
   renderConversation();
+}
+
+/**
+ * The goal and newest orchestration as the server has them, so a page opened (or reconnected)
+ * after their events still shows them; live events keep them current from here.
+ * @param {string} id @param {Record<string, any> | null} goal @param {Record<string, any> | null} orcs
+ */
+function loadFeatures(id, goal, orcs) {
+  const l = liveOf(id);
+  if (goal && typeof goal.goalId === "string") {
+    const last = Array.isArray(goal.checkpoints) ? goal.checkpoints.at(-1) : undefined;
+    l.goal = {
+      ...goal,
+      ...(last?.summary ? { summary: last.summary } : {}),
+      ...(goal.pauseGatePending ? { note: "pause requested once (asked again, it pauses)" } : {}),
+    };
+  }
+  const runs = Array.isArray(orcs?.orchestrations) ? orcs.orchestrations : [];
+  const run = runs.reduce(
+    (/** @type {Record<string, any> | null} */ a, /** @type {Record<string, any>} */ r) =>
+      !a || String(r.createdAt) > String(a.createdAt) ? r : a,
+    null,
+  );
+  if (run && typeof run.runId === "string") {
+    const steps = Array.isArray(run.steps) ? run.steps : [];
+    const done = steps.filter((/** @type {{status: string}} */ x) => x.status === "done").length;
+    if (l.orc?.runId !== run.runId) l.orcNotes = [];
+    l.orc = {
+      runId: run.runId,
+      state: run.state,
+      title: `${cut(String(run.task ?? ""), 120)} · round ${run.round} of ${run.maxRounds}`,
+      ...(steps.length ? { step: done, of: steps.length } : {}),
+      ...(run.state === "done" || run.state === "failed"
+        ? { doneText: run.text, error: run.error }
+        : {}),
+    };
+  }
 }
 
 /** @param {string} id */
