@@ -14,7 +14,14 @@ import {
   MemoryError,
 } from "../lib/agents/memory.ts";
 import { memoryRoutes } from "../routes/memory.ts";
-import { promptsOf, scriptedConfig, serveAgents, withAgentsTree } from "./support/agents.ts";
+import {
+  captureEvents,
+  jsonApi,
+  promptsOf,
+  scriptedConfig,
+  serveAgents,
+  withAgentsTree,
+} from "./support/agents.ts";
 import { freePort } from "./support/server.ts";
 
 // deno-lint-ignore no-explicit-any -- response bodies are checked field by field
@@ -42,12 +49,8 @@ async function withMemory(
   const own = opts.dir === undefined;
   const dir = opts.dir ?? await Deno.makeTempDir({ prefix: "hearth-memory-" });
   const bus = createBus();
-  const events: PublicEvent[] = [];
-  const waiters = new Set<{ pred: (e: PublicEvent) => boolean; resolve: () => void }>();
-  const off = bus.subscribe((e) => {
-    events.push(e.payload);
-    for (const w of [...waiters]) if (w.pred(e.payload)) w.resolve();
-  });
+  const log = captureEvents(bus, 5000);
+  const events = log.events;
   const memory = await createMemory({
     dir,
     bus,
@@ -68,44 +71,14 @@ async function withMemory(
     events,
     status: (reason) =>
       events.filter((e) => e.event === "memory_status" && (!reason || e.reason === reason)),
-    waitFor(pred, ms = 5000) {
-      if (events.some(pred)) return Promise.resolve(events.find(pred)!);
-      let timer: ReturnType<typeof setTimeout>;
-      return new Promise<PublicEvent>((resolve, reject) => {
-        const w = {
-          pred,
-          resolve: () => {
-            clearTimeout(timer);
-            waiters.delete(w);
-            resolve(events.find(pred)!);
-          },
-        };
-        waiters.add(w);
-        timer = setTimeout(() => {
-          waiters.delete(w);
-          reject(new Error(`no matching event in ${ms} ms; saw ${JSON.stringify(events)}`));
-        }, ms);
-      });
-    },
-    async api(method, path, body) {
-      const r = await fetch(url + path, {
-        method,
-        headers: body === undefined ? {} : { "content-type": "application/json" },
-        body: body === undefined
-          ? undefined
-          : typeof body === "string"
-          ? body
-          : JSON.stringify(body),
-      });
-      const text = await r.text();
-      return { status: r.status, json: text ? JSON.parse(text) : null };
-    },
+    waitFor: log.waitFor,
+    api: jsonApi(url),
     async stop() {
       if (stopped) return;
       stopped = true;
       await memory.close();
       await server.shutdown();
-      off();
+      log.off();
     },
   };
   try {

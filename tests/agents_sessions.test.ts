@@ -16,6 +16,7 @@ import { createBus, type PublicEvent } from "../lib/events/bus.ts";
 import { createFanout } from "../lib/events/fanout.ts";
 import { eventRoutes } from "../routes/events.ts";
 import { sessionRoutes } from "../routes/sessions.ts";
+import { captureEvents, jsonApi } from "./support/agents.ts";
 import { freePort } from "./support/server.ts";
 
 const root = new URL("..", import.meta.url).pathname;
@@ -66,19 +67,8 @@ type Harness = {
 /** The service, its routes and the event channel on a loopback port. */
 async function serve(config: AgentsFile, dataDir: string): Promise<Harness> {
   const bus = createBus();
-  const events: PublicEvent[] = [];
-  const waiters = new Set<
-    { pred: (e: PublicEvent) => boolean; resolve: (e: PublicEvent) => void }
-  >();
-  bus.subscribe((e) => {
-    events.push(e.payload);
-    for (const w of [...waiters]) {
-      if (w.pred(e.payload)) {
-        waiters.delete(w);
-        w.resolve(e.payload);
-      }
-    }
-  });
+  const log = captureEvents(bus, 10_000);
+  const events = log.events;
   const service = await createAgentService({ bus, dataDir, config });
   const fanout = createFanout(bus, { pingMs: 60_000 });
   const app = new Hono();
@@ -101,40 +91,8 @@ async function serve(config: AgentsFile, dataDir: string): Promise<Harness> {
     events,
     of: (event, sessionId) =>
       events.filter((e) => e.event === event && (!sessionId || e.sessionId === sessionId)),
-    waitFor(pred, ms = 10_000) {
-      const seen = events.find(pred);
-      if (seen) return Promise.resolve(seen);
-      let timer: ReturnType<typeof setTimeout>;
-      return new Promise<PublicEvent>((resolve, reject) => {
-        const w = {
-          pred,
-          resolve: (e: PublicEvent) => {
-            clearTimeout(timer);
-            resolve(e);
-          },
-        };
-        waiters.add(w);
-        timer = setTimeout(() => {
-          waiters.delete(w);
-          reject(
-            new Error(`no matching event in ${ms} ms; saw ${events.map((e) => e.event).join(" ")}`),
-          );
-        }, ms);
-      });
-    },
-    async api(method, path, body) {
-      const r = await fetch(url + path, {
-        method,
-        headers: body === undefined ? {} : { "content-type": "application/json" },
-        body: body === undefined
-          ? undefined
-          : typeof body === "string"
-          ? body
-          : JSON.stringify(body),
-      });
-      const text = await r.text();
-      return { status: r.status, json: text ? JSON.parse(text) : null };
-    },
+    waitFor: log.waitFor,
+    api: jsonApi(url),
     stop,
     [Symbol.asyncDispose]: stop,
   };

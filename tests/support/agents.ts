@@ -18,7 +18,7 @@ import { Hono } from "hono";
 import { type AgentsFile, loadAgentsConfig } from "../../lib/agents/config.ts";
 import { type AgentFeatures, openAgents } from "../../lib/agents/mod.ts";
 import { agentRoutes } from "../../routes/agents.ts";
-import { createBus, type PublicEvent } from "../../lib/events/bus.ts";
+import { createBus, type EventBus, type PublicEvent } from "../../lib/events/bus.ts";
 import { createFanout } from "../../lib/events/fanout.ts";
 import { eventRoutes } from "../../routes/events.ts";
 import { freePort } from "./server.ts";
@@ -102,29 +102,20 @@ export async function promptsOf(dir: string, agent: string): Promise<string[]> {
   }
 }
 
-export type AgentsHarness = {
-  url: string;
-  agents: AgentFeatures;
+/** Every event of `bus`, kept in order, with a wait for the first that matches. */
+export type EventLog = {
   events: PublicEvent[];
-  of(event: string, sessionId?: string): PublicEvent[];
   waitFor(pred: (e: PublicEvent) => boolean, ms?: number): Promise<PublicEvent>;
-  api(method: string, path: string, body?: unknown): Promise<{ status: number; json: Json }>;
-  stop(): Promise<void>;
-  [Symbol.asyncDispose](): Promise<void>;
+  /** Stops capturing. */
+  off(): void;
 };
 
-/** The agents surface and `/api/events` on a loopback port; every bus event is kept. */
-export async function serveAgents(
-  config: AgentsFile,
-  dataDir: string,
-  opts: { watchMemory?: boolean } = {},
-): Promise<AgentsHarness> {
-  const bus = createBus();
+export function captureEvents(bus: EventBus, defaultMs = 15_000): EventLog {
   const events: PublicEvent[] = [];
   const waiters = new Set<
     { pred: (e: PublicEvent) => boolean; resolve: (e: PublicEvent) => void }
   >();
-  bus.subscribe((e) => {
+  const off = bus.subscribe((e) => {
     events.push(e.payload);
     for (const w of [...waiters]) {
       if (w.pred(e.payload)) {
@@ -133,29 +124,10 @@ export async function serveAgents(
       }
     }
   });
-  const agents = await openAgents({ bus, dataDir, config, watchMemory: opts.watchMemory });
-  const fanout = createFanout(bus, { pingMs: 60_000 });
-  const app = new Hono();
-  app.route("/", agentRoutes(agents));
-  app.route("/", eventRoutes(bus, { fanout }));
-  const port = freePort();
-  const server = Deno.serve({ hostname: "127.0.0.1", port, onListen() {} }, app.fetch);
-  const url = `http://127.0.0.1:${port}`;
-  let stopped = false;
-  const stop = async () => {
-    if (stopped) return;
-    stopped = true;
-    fanout.closeAll();
-    await agents.close();
-    await server.shutdown();
-  };
   return {
-    url,
-    agents,
     events,
-    of: (event, sessionId) =>
-      events.filter((e) => e.event === event && (!sessionId || e.sessionId === sessionId)),
-    waitFor(pred, ms = 15_000) {
+    off,
+    waitFor(pred, ms = defaultMs) {
       const seen = events.find(pred);
       if (seen) return Promise.resolve(seen);
       let timer: ReturnType<typeof setTimeout>;
@@ -176,19 +148,70 @@ export async function serveAgents(
         }, ms);
       });
     },
-    async api(method, path, body) {
-      const r = await fetch(url + path, {
-        method,
-        headers: body === undefined ? {} : { "content-type": "application/json" },
-        body: body === undefined
-          ? undefined
-          : typeof body === "string"
-          ? body
-          : JSON.stringify(body),
-      });
-      const text = await r.text();
-      return { status: r.status, json: text ? JSON.parse(text) : null };
-    },
+  };
+}
+
+/** A JSON request to `url + path`: a string body goes as it is, anything else as JSON. */
+export function jsonApi(url: string) {
+  return async (
+    method: string,
+    path: string,
+    body?: unknown,
+  ): Promise<{ status: number; json: Json }> => {
+    const r = await fetch(url + path, {
+      method,
+      headers: body === undefined ? {} : { "content-type": "application/json" },
+      body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
+    });
+    const text = await r.text();
+    return { status: r.status, json: text ? JSON.parse(text) : null };
+  };
+}
+
+export type AgentsHarness = {
+  url: string;
+  agents: AgentFeatures;
+  events: PublicEvent[];
+  of(event: string, sessionId?: string): PublicEvent[];
+  waitFor(pred: (e: PublicEvent) => boolean, ms?: number): Promise<PublicEvent>;
+  api(method: string, path: string, body?: unknown): Promise<{ status: number; json: Json }>;
+  stop(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+};
+
+/** The agents surface and `/api/events` on a loopback port; every bus event is kept. */
+export async function serveAgents(
+  config: AgentsFile,
+  dataDir: string,
+  opts: { watchMemory?: boolean } = {},
+): Promise<AgentsHarness> {
+  const bus = createBus();
+  const log = captureEvents(bus);
+  const agents = await openAgents({ bus, dataDir, config, watchMemory: opts.watchMemory });
+  const fanout = createFanout(bus, { pingMs: 60_000 });
+  const app = new Hono();
+  app.route("/", agentRoutes(agents));
+  app.route("/", eventRoutes(bus, { fanout }));
+  const port = freePort();
+  const server = Deno.serve({ hostname: "127.0.0.1", port, onListen() {} }, app.fetch);
+  const url = `http://127.0.0.1:${port}`;
+  let stopped = false;
+  const stop = async () => {
+    if (stopped) return;
+    stopped = true;
+    fanout.closeAll();
+    await agents.close();
+    await server.shutdown();
+    log.off();
+  };
+  return {
+    url,
+    agents,
+    events: log.events,
+    of: (event, sessionId) =>
+      log.events.filter((e) => e.event === event && (!sessionId || e.sessionId === sessionId)),
+    waitFor: log.waitFor,
+    api: jsonApi(url),
     stop,
     [Symbol.asyncDispose]: stop,
   };
