@@ -273,6 +273,11 @@ export function createGoals(opts: GoalsOptions): Goals {
     ).get(sessionId) as Record<string, SQLInputValue> | undefined;
     return r && toRow(r);
   };
+  const activeRows = () =>
+    db.prepare("SELECT * FROM goals WHERE status = 'active'").all() as Record<
+      string,
+      SQLInputValue
+    >[];
   const save = (g: GoalRow) => {
     g.updatedAt = now();
     const keys = Object.keys(COLUMNS) as (keyof GoalRow)[];
@@ -557,10 +562,7 @@ export function createGoals(opts: GoalsOptions): Goals {
 
   // Active goals go on where they stopped: the clock restarts now, the next prompt follows.
   for (
-    const r of db.prepare("SELECT * FROM goals WHERE status = 'active'").all() as Record<
-      string,
-      SQLInputValue
-    >[]
+    const r of activeRows()
   ) {
     const g = toRow(r);
     let exists = true;
@@ -692,10 +694,7 @@ export function createGoals(opts: GoalsOptions): Goals {
       timers.clear();
       // The clock stops while no server runs the goal.
       for (
-        const r of db.prepare("SELECT * FROM goals WHERE status = 'active'").all() as Record<
-          string,
-          SQLInputValue
-        >[]
+        const r of activeRows()
       ) {
         const g = toRow(r);
         stopClock(g);

@@ -33,6 +33,7 @@
 import { join } from "node:path";
 import { DatabaseSync, type SQLInputValue } from "node:sqlite";
 import type { EventBus } from "../events/bus.ts";
+import { type Row, sqlHelpers } from "./sqlite.ts";
 
 /** Largest note, in bytes of UTF-8. */
 export const MAX_NOTE_BYTES = 64 * 1024;
@@ -265,8 +266,6 @@ PRAGMA user_version = ${SCHEMA_VERSION};
 const NAME_WEIGHT = 5.0;
 const BODY_WEIGHT = 1.0;
 
-type Row = Record<string, SQLInputValue>;
-
 function initIndex(db: DatabaseSync) {
   db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;");
   const version = Number((db.prepare("PRAGMA user_version").get() as Row).user_version);
@@ -319,20 +318,7 @@ export async function createMemory(opts: MemoryOptions): Promise<Memory> {
   await Deno.mkdir(dir, { recursive: true });
   const db = openIndex(join(dir, ".index.db"));
 
-  const all = (sql: string, ...p: SQLInputValue[]) => db.prepare(sql).all(...p) as Row[];
-  const get = (sql: string, ...p: SQLInputValue[]) => db.prepare(sql).get(...p) as Row | undefined;
-  const run = (sql: string, ...p: SQLInputValue[]) => db.prepare(sql).run(...p);
-  const tx = <T>(f: () => T): T => {
-    db.exec("BEGIN IMMEDIATE");
-    try {
-      const r = f();
-      db.exec("COMMIT");
-      return r;
-    } catch (e) {
-      db.exec("ROLLBACK");
-      throw e;
-    }
-  };
+  const { all, get, run, tx } = sqlHelpers(db);
 
   /** Valid note files as of the last scan, kept current by put/remove: `files` of the events. */
   const known = new Map<string, FileStat>();

@@ -21,6 +21,7 @@
  */
 import { DatabaseSync, type SQLInputValue } from "node:sqlite";
 import type { ErrorKind } from "./types.ts";
+import { type Row, sqlHelpers } from "./sqlite.ts";
 
 export type SessionStatus = "idle" | "running";
 
@@ -160,8 +161,6 @@ CREATE TABLE IF NOT EXISTS schedules (
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 `;
 
-type Row = Record<string, SQLInputValue>;
-
 const toSession = (r: Row): SessionRow => ({
   id: r.id as string,
   agent: r.agent as string,
@@ -200,20 +199,7 @@ export function openStore(path: string): Store {
   db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;");
   db.exec(SCHEMA);
 
-  const all = (sql: string, ...p: SQLInputValue[]) => db.prepare(sql).all(...p) as Row[];
-  const get = (sql: string, ...p: SQLInputValue[]) => db.prepare(sql).get(...p) as Row | undefined;
-  const run = (sql: string, ...p: SQLInputValue[]) => db.prepare(sql).run(...p);
-  const tx = <T>(f: () => T): T => {
-    db.exec("BEGIN IMMEDIATE");
-    try {
-      const r = f();
-      db.exec("COMMIT");
-      return r;
-    } catch (e) {
-      db.exec("ROLLBACK");
-      throw e;
-    }
-  };
+  const { all, get, run, tx } = sqlHelpers(db);
 
   return {
     insertSession(s) {
