@@ -6,6 +6,7 @@
  * of a turn, and bad input on every goal route.
  */
 import assert from "node:assert/strict";
+import { EventSource } from "eventsource";
 import { parseGoalLines } from "../lib/agents/goal_lines.ts";
 import {
   type AgentsHarness,
@@ -385,5 +386,71 @@ Deno.test("goals: an agent that quotes the prompt back triggers no directive", a
     const paused = await h.waitFor((e) => e.event === "goal_paused");
     assert.equal(paused.reason, "budget");
     assert.deepEqual(goalEvents(h, id), ["goal_started", "goal_continue", "goal_paused"]);
+  });
+});
+
+Deno.test("goals, orchestration and memory events reach an eventsource client", async () => {
+  await withAgentsTree(async (dir) => {
+    const config = await scriptedConfig(dir, {
+      agent: {
+        rules: [
+          { match: "numbered list", replies: ["1. write a.txt"] },
+          { match: "Answer PASS", replies: ["PASS"] },
+          { match: "Your step", replies: [{ text: "wrote a.txt", touch: ["a.txt"] }] },
+          {
+            match: "^Goal: ",
+            replies: [{
+              text: "/goal checkpoint a [evidence: a.txt]\n/goal done",
+              touch: ["a.txt"],
+            }],
+          },
+        ],
+      },
+    });
+    await using h = await serveAgents(config, `${dir}/data`, { watchMemory: false });
+    const seen: Record<string, unknown>[] = [];
+    const es = new EventSource(`${h.url}/api/events`);
+    try {
+      const want = ["goal_done", "orchestrate_done", "memory_status"];
+      const all = new Promise<void>((resolve, reject) => {
+        es.onerror = (e) => reject(new Error(`eventsource error: ${e.message}`));
+        es.onmessage = (m) => {
+          const data = JSON.parse(m.data);
+          if (data.topic === "system") return;
+          seen.push(data);
+          if (want.every((w) => seen.some((e) => e.event === w))) resolve();
+        };
+      });
+      await new Promise<void>((resolve) => (es.onopen = () => resolve()));
+      const goalSession = await newSession(h);
+      assert.equal(
+        (await h.api("POST", `/api/sessions/${goalSession}/goal`, { objective: "a" })).status,
+        201,
+      );
+      const parent = await newSession(h);
+      assert.equal(
+        (await h.api("POST", `/api/sessions/${parent}/orchestrate`, { task: "a", maxRounds: 1 }))
+          .status,
+        202,
+      );
+      assert.equal((await h.api("PUT", "/api/memory/a", { text: "a" })).status, 201);
+      await all;
+    } finally {
+      es.close();
+    }
+    const names = seen.map((e) => e.event);
+    for (
+      const e of ["goal_started", "goal_checkpoint", "goal_done", "orc_state", "orchestrate_done"]
+    ) {
+      assert.ok(names.includes(e), `${e} in ${names.join(" ")}`);
+    }
+    assert.ok(seen.some((e) => e.event === "agent_status" && e.status === "evaluating"));
+    assert.deepEqual(
+      seen.filter((e) => e.event === "orc_state").map((e) => e.state)
+        .filter((s, i, a) => i === 0 || s !== a[i - 1]),
+      ["plan", "build", "check", "done"],
+    );
+    const mem = seen.find((e) => e.event === "memory_status")!;
+    assert.deepEqual([mem.topic, mem.reason, mem.files, mem.indexed], ["memory", "saved", 1, 1]);
   });
 });
