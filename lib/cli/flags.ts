@@ -353,7 +353,7 @@ export function helpText(): string {
     "Flags of serve:",
     ...rows,
     "",
-    "Environment: HF_TOKEN, HF_ENDPOINT, HEARTH_LLAMA_LIB_DIR, HEARTH_CHAT_LOGGER, " +
+    "Environment: HF_TOKEN, HF_ENDPOINT, HF_HUB_CACHE, HF_HOME, HF_HUB_OFFLINE, HEARTH_LLAMA_LIB_DIR, HEARTH_CHAT_LOGGER, " +
     "HEARTH_SSE_BUFFER_SIZE, HEARTH_EVENTS_PING_MS, HEARTH_VIDEO_API_KEYS, CUDA_VISIBLE_DEVICES",
   ].join("\n");
 }

@@ -11,7 +11,8 @@
  * import { resolveModel } from "./resolve.ts";
  * const m = await resolveModel({ model: "Qwen/Qwen2.5-0.5B-Instruct-GGUF", dtype: "auto",
  *   dataDir: "/home/me/.cache/hearth" });
- * m.path; // .../hub/Qwen--Qwen2.5-0.5B-Instruct-GGUF/main/qwen2.5-0.5b-instruct-q8_0.gguf
+ * // ~/.cache/huggingface/hub/models--Qwen--Qwen2.5-0.5B-Instruct-GGUF/snapshots/{commit}/
+ * m.path; //   qwen2.5-0.5b-instruct-q4_k_m.gguf (Q4_K_M is preferred among the repo's GGUFs)
  * m.id; // "Qwen/Qwen2.5-0.5B-Instruct-GGUF"
  * ```
  * @module
@@ -42,11 +43,11 @@ export type ResolvedModel = {
 export type ResolveConfig = Pick<ServeConfig, "model" | "modelFile" | "isq" | "dtype" | "dataDir">;
 
 export type ResolveOptions = {
-  /** Hub endpoint and token variables; default `Deno.env.toObject()`. */
+  /** Hub endpoint, token and cache variables; default `Deno.env.toObject()`. */
   env?: Env;
-  /** Download progress; default lines on stderr at most once a second. */
+  /** Download progress; default a bar on a terminal stderr, else lines every 5 s or 10%. */
   onProgress?: (p: DownloadProgress) => void;
-  /** Conversion status lines; default stderr. */
+  /** Status lines (hub file chosen, cache use, conversion); default stderr. */
   log?: (line: string) => void;
   /** llama.cpp threads for `--isq`/`--dtype` conversion; default all cores. */
   threads?: number;
@@ -117,7 +118,7 @@ async function locate(config: ResolveConfig, options: ResolveOptions): Promise<R
         throw new Error(`${where} has no file ${file}; its .gguf files: ${list}`);
       }
     } else {
-      file = pickGguf(await ggufFilesIn(model), undefined, where);
+      file = pickGguf(await ggufFilesIn(model), undefined, where, options.log);
     }
     return { path: `${model.replace(/\/+$/, "")}/${file}`, id: baseName(model), source: "dir" };
   }
@@ -131,6 +132,7 @@ async function locate(config: ResolveConfig, options: ResolveOptions): Promise<R
     dataDir: config.dataDir,
     env: options.env,
     onProgress: options.onProgress ?? stderrProgress,
+    log: options.log,
   });
   return { path, id: model, source: "hub" };
 }
