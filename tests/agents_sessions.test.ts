@@ -8,16 +8,12 @@
 import assert from "node:assert/strict";
 import { EventSource } from "eventsource";
 import { DatabaseSync } from "node:sqlite";
-import { Hono } from "hono";
 import { type AgentsFile, loadAgentsConfig } from "../lib/agents/config.ts";
 import { processAlive } from "../lib/agents/process.ts";
 import { type AgentService, createAgentService } from "../lib/agents/sessions.ts";
 import { createBus, type PublicEvent } from "../lib/events/bus.ts";
-import { createFanout } from "../lib/events/fanout.ts";
-import { eventRoutes } from "../routes/events.ts";
 import { sessionRoutes } from "../routes/sessions.ts";
-import { captureEvents, jsonApi } from "./support/agents.ts";
-import { freePort } from "./support/server.ts";
+import { captureEvents, jsonApi, serveWithEvents } from "./support/agents.ts";
 
 const root = new URL("..", import.meta.url).pathname;
 const fakeAgent = `${root}tests/fixtures/agents/bin/fake_agent.ts`;
@@ -70,21 +66,7 @@ async function serve(config: AgentsFile, dataDir: string): Promise<Harness> {
   const log = captureEvents(bus, 10_000);
   const events = log.events;
   const service = await createAgentService({ bus, dataDir, config });
-  const fanout = createFanout(bus, { pingMs: 60_000 });
-  const app = new Hono();
-  app.route("/", sessionRoutes(service));
-  app.route("/", eventRoutes(bus, { fanout }));
-  const port = freePort();
-  const server = Deno.serve({ hostname: "127.0.0.1", port, onListen() {} }, app.fetch);
-  const url = `http://127.0.0.1:${port}`;
-  let stopped = false;
-  const stop = async () => {
-    if (stopped) return;
-    stopped = true;
-    fanout.closeAll();
-    await service.close();
-    await server.shutdown();
-  };
+  const { url, stop } = serveWithEvents(bus, sessionRoutes(service), () => service.close());
   return {
     url,
     service,

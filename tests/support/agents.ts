@@ -168,6 +168,34 @@ export function jsonApi(url: string) {
   };
 }
 
+/**
+ * `routes` and the event channel of `bus` on a loopback port. `stop` (idempotent) closes the
+ * listeners, then `close` (the services behind the routes), then the server.
+ */
+export function serveWithEvents(
+  bus: EventBus,
+  routes: Hono,
+  close: () => Promise<void>,
+): { url: string; stop: () => Promise<void> } {
+  const fanout = createFanout(bus, { pingMs: 60_000 });
+  const app = new Hono();
+  app.route("/", routes);
+  app.route("/", eventRoutes(bus, { fanout }));
+  const port = freePort();
+  const server = Deno.serve({ hostname: "127.0.0.1", port, onListen() {} }, app.fetch);
+  let stopped = false;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      fanout.closeAll();
+      await close();
+      await server.shutdown();
+    },
+  };
+}
+
 export type AgentsHarness = {
   url: string;
   agents: AgentFeatures;
@@ -188,22 +216,10 @@ export async function serveAgents(
   const bus = createBus();
   const log = captureEvents(bus);
   const agents = await openAgents({ bus, dataDir, config, watchMemory: opts.watchMemory });
-  const fanout = createFanout(bus, { pingMs: 60_000 });
-  const app = new Hono();
-  app.route("/", agentRoutes(agents));
-  app.route("/", eventRoutes(bus, { fanout }));
-  const port = freePort();
-  const server = Deno.serve({ hostname: "127.0.0.1", port, onListen() {} }, app.fetch);
-  const url = `http://127.0.0.1:${port}`;
-  let stopped = false;
-  const stop = async () => {
-    if (stopped) return;
-    stopped = true;
-    fanout.closeAll();
+  const { url, stop } = serveWithEvents(bus, agentRoutes(agents), async () => {
     await agents.close();
-    await server.shutdown();
     log.off();
-  };
+  });
   return {
     url,
     agents,
