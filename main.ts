@@ -20,6 +20,7 @@ import { type AgentFeatures, openAgents } from "./lib/agents/mod.ts";
 import { loadAgentsConfig } from "./lib/agents/config.ts";
 import { localBaseUrl } from "./lib/agents/local.ts";
 import { runManager } from "./lib/manager/main.ts";
+import { runRpcServer } from "./lib/cli/rpc_server.ts";
 import { tokenizeText } from "./lib/engine/tokens.ts";
 import { createVideoService, readBlocklist, type VideoService } from "./lib/video/operations.ts";
 import type { ServerState } from "./lib/engine/state.ts";
@@ -31,6 +32,7 @@ import { parseMakeModelArgs } from "./lib/cli/make_model_args.ts";
 import { createChatLogger } from "./lib/chat/logger.ts";
 import { compileTemplate } from "./lib/chat/template.ts";
 import { loadEngineModel } from "./lib/engine/model.ts";
+import { describeDevices } from "./lib/engine/devices.ts";
 import { startWorkerEngine } from "./lib/engine/worker_engine.ts";
 import { newServerState } from "./lib/engine/state.ts";
 import { makeModel } from "./lib/gguf/mod.ts";
@@ -238,6 +240,7 @@ async function serve(argv: string[]): Promise<void> {
       kvType: config.kvcacheDtype,
       threads: config.threads,
       mtpHeads: config.mtp > 0,
+      rpcServers: config.masterAddr,
     });
     if (!state.template && model.info.chatTemplate) {
       try {
@@ -250,6 +253,9 @@ async function serve(argv: string[]): Promise<void> {
       maxWaiting: config.maxQueue ?? config.maxBatch * 8,
       draftTokens: config.mtp,
     });
+    console.error(
+      `hearth: llama.cpp from ${model.llama.dir}; devices: ${describeDevices(model.devices)}`,
+    );
     console.error(
       `hearth: model ready: ${model.info.description}, context ${model.nCtxSeq} per sequence, ` +
         `${model.maxBatch} sequences` +
@@ -291,6 +297,12 @@ if (import.meta.main) {
     case "manager":
       await runManager(rest, managerRoutes);
       break;
+    case "rpc-server": {
+      const r = await runRpcServer(rest);
+      if (r.message) console.error(`hearth: ${r.message}`);
+      Deno.exit(r.code);
+      break;
+    }
     case undefined:
     case "-h":
     case "--help":
@@ -301,7 +313,7 @@ if (import.meta.main) {
       die(
         `unknown command ${
           JSON.stringify(command)
-        } (commands: serve, manager, make-model; see --help)`,
+        } (commands: serve, manager, rpc-server, make-model; see --help)`,
       );
   }
 }

@@ -18,8 +18,9 @@
  * ```
  * @module
  */
-import { llamaSourceDir, sourceCacheDir } from "../tests/support/llama_source.ts";
+import { llamaSourceDir, sourceCacheDir } from "../lib/build/llama_source.ts";
 import { freePort, superviseServer } from "../tests/support/server.ts";
+import { cmakeBuild, exists } from "../lib/build/cmake.ts";
 
 export type PeerBuild = {
   bin: string;
@@ -44,28 +45,6 @@ export function peerBuildDir(): string {
   return `${sourceCacheDir()}/llama-server-build`;
 }
 
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.stat(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Runs a build step with its output appended to `log`, so a failure can quote the tail. */
-async function step(cmd: string, args: string[], log: string): Promise<void> {
-  const out = await new Deno.Command(cmd, { args, stdout: "piped", stderr: "piped" }).output();
-  const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
-  await Deno.writeTextFile(log, `$ ${cmd} ${args.join(" ")}\n${text}\n`, { append: true });
-  if (!out.success) {
-    throw new Error(
-      `llama-server build failed at \`${cmd} ${args.slice(0, 3).join(" ")} ...\` ` +
-        `(full log: ${log}):\n${text.trim().split("\n").slice(-15).join("\n")}`,
-    );
-  }
-}
-
 export async function peerVersion(bin: string): Promise<string> {
   const out = await new Deno.Command(bin, { args: ["--version"], stdout: "piped", stderr: "piped" })
     .output();
@@ -84,26 +63,17 @@ export async function buildLlamaServer(): Promise<PeerBuild> {
   if (await exists(bin)) {
     return { bin, version: await peerVersion(bin), buildSeconds: 0, cached: true };
   }
-  for (const tool of ["cmake", "c++"]) {
-    const found = await new Deno.Command("sh", { args: ["-c", `command -v ${tool}`] }).output();
-    if (!found.success) {
-      throw new Error(`cannot build llama-server: \`${tool}\` is not on PATH`);
-    }
-  }
   const src = await llamaSourceDir();
-  await Deno.mkdir(dir, { recursive: true });
-  const log = `${dir}/build.log`;
-  await Deno.writeTextFile(log, "");
-  const ninja = (await new Deno.Command("sh", { args: ["-c", "command -v ninja"] }).output())
-    .success;
   console.error(`bench: building llama-server in ${dir} (once, about 5 minutes on 2 cores)...`);
   const t0 = performance.now();
-  await step(
-    "cmake",
-    ["-S", src, "-B", dir, ...(ninja ? ["-G", "Ninja"] : []), ...CMAKE_FLAGS],
-    log,
-  );
-  await step("cmake", ["--build", dir, "-j2", "--target", "llama-server"], log);
+  const log = await cmakeBuild({
+    what: "llama-server",
+    src,
+    dir,
+    flags: CMAKE_FLAGS,
+    targets: ["llama-server"],
+    jobs: 2,
+  });
   const buildSeconds = (performance.now() - t0) / 1000;
   if (!await exists(bin)) throw new Error(`the build finished but ${bin} is missing (log: ${log})`);
   return { bin, version: await peerVersion(bin), buildSeconds, cached: false };

@@ -14,3 +14,4 @@ export * from "./library.ts";
 export * from "./layout.ts";
 export * from "./llama.ts";
 export * from "./threadpool.ts";
+export * from "./devices.ts";

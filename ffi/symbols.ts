@@ -33,6 +33,16 @@ export const ggmlSymbols = {
   ggml_backend_dev_backend_reg: { parameters: [ptr], result: ptr },
   ggml_backend_reg_get_proc_address: { parameters: [ptr, buf], result: ptr },
   ggml_threadpool_params_init: { parameters: [buf, "i32"], result: "void" },
+  // the device registry: listing devices, loading a backend module, adding RPC servers
+  ggml_backend_load: { parameters: [buf], result: ptr },
+  ggml_backend_register: { parameters: [ptr], result: "void" },
+  ggml_backend_reg_by_name: { parameters: [buf], result: ptr },
+  ggml_backend_reg_name: { parameters: [ptr], result: ptr },
+  ggml_backend_dev_get: { parameters: ["usize"], result: ptr },
+  ggml_backend_dev_name: { parameters: [ptr], result: ptr },
+  ggml_backend_dev_description: { parameters: [ptr], result: ptr },
+  ggml_backend_dev_type: { parameters: [ptr], result: "i32" },
+  ggml_backend_dev_memory: { parameters: [ptr, buf, buf], result: "void" },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /** Symbols of `libllama`: lifecycle, batch, decode, memory, vocab, samplers, state, quantize. */

@@ -40,6 +40,15 @@ export function opsRoutes(state: ServerState): Hono {
       max_batch: m.maxBatch,
       n_batch: m.nBatch,
       chat_template: state.template?.source ?? null,
+      library_dir: m.llama.dir,
+      devices: m.devices.map((d) => ({
+        name: d.name,
+        description: d.description,
+        type: d.type,
+        backend: d.backend,
+        memory_total: d.memoryTotal,
+        memory_free: d.memoryFree,
+      })),
     });
   });
   app.get(

@@ -25,7 +25,9 @@ const exitsTwo: [string[], RegExp][] = [
   [["serve", "stray"], /unexpected argument "stray"/],
   [["serve", "--graph-batch", "1,2,4"], /--graph-batch needs a GPU/],
   [["serve", "--num-ranks", "2"], /ranks .* not supported by this build/],
-  [["serve", "--master-addr", "10.0.0.1:29500"], /not supported by this build/],
+  [["serve", "--master-addr", "10.0.0.1"], /--master-addr "10.0.0.1": "10.0.0.1" is not HOST:PORT/],
+  [["rpc-server", "--host", "10.0.0.1"], /is not loopback: the RPC protocol is unauthenticated/],
+  [["rpc-server", "--port", "0"], /--port "0": must be 1 to 65535/],
   [["serve", "--pd-config", "pd.json"], /--pd-config .* not implemented yet/],
   [["serve", "--ui-server", "--ui-port", "8000"], /--ui-port 8000 is also --port/],
   [

@@ -12,6 +12,7 @@
  * @module
  */
 import { z } from "zod";
+import { endpointList } from "./endpoint.ts";
 import { type FlagSpec as ArgvFlag, parseFlags } from "./argv.ts";
 
 export const ISQ_TYPES = ["q2k", "q3k", "q4k", "q5k", "q6k", "q8_0"] as const;
@@ -60,7 +61,7 @@ export type ServeConfig = {
   numRanks: number;
   localNumRanks?: number;
   rankOffset: number;
-  masterAddr?: string;
+  masterAddr?: string[];
   pdConfig?: string;
   mcpConfig?: string;
   apiKey?: string;
@@ -182,9 +183,9 @@ export const FLAGS: FlagSpec[] = [
   {
     key: "masterAddr",
     names: ["--master-addr"],
-    schema: text,
-    meta: "HOST:PORT",
-    help: "rendezvous address of a multi-node run",
+    schema: endpointList,
+    meta: "HOST:PORT[,...]",
+    help: "add the devices of these `hearth rpc-server`s to the model (llama.cpp RPC)",
   },
   {
     key: "pdConfig",
@@ -310,9 +311,9 @@ export function parseServeArgs(
  */
 export function unsupportedFlag(c: ServeConfig, gpu: boolean): string | undefined {
   if (c.graphBatch && !gpu) return "--graph-batch needs a GPU build; this build runs on CPU only";
-  if (c.numRanks > 1 || (c.localNumRanks ?? 1) > 1 || c.rankOffset > 0 || c.masterAddr) {
-    return "multi-GPU / multi-node ranks (--num-ranks, --local-num-ranks, --rank-offset, " +
-      "--master-addr) are not supported by this build: it runs one rank";
+  if (c.numRanks > 1 || (c.localNumRanks ?? 1) > 1 || c.rankOffset > 0) {
+    return "multi-GPU ranks (--num-ranks, --local-num-ranks, --rank-offset) are not supported " +
+      "by this build: it runs one rank";
   }
   if (c.uiServer && c.uiPort === c.port) {
     return `--ui-port ${c.uiPort} is also --port: the web UI needs a port of its own`;
@@ -346,6 +347,7 @@ export function helpText(): string {
   return [
     "Usage: hearth serve [flags]",
     "       hearth manager --workers URL,URL [--port 8002] (see `hearth manager --help`)",
+    "       hearth rpc-server [--host 127.0.0.1] [--port 50052] (see `hearth rpc-server --help`)",
     "       hearth make-model --preset tiny|small --out PATH [--embedding] [--dtype f32|f16|q8_0]",
     "                         [--seed N] [--chat-format llama3|hermes|mistral|qwen3-coder]",
     "                         [--reply-length N] (the random model ends replies after ~N tokens)",

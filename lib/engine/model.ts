@@ -16,9 +16,11 @@ import {
   contextInfo,
   type ContextPtr,
   createThreadpool,
+  type DeviceInfo,
   freeContext,
   freeModel,
   isEog,
+  listDevices,
   type Llama,
   loadModel,
   memory,
@@ -44,6 +46,7 @@ import {
   newMtpContext,
 } from "../../ffi/mtp.ts";
 import { readGgufHeader } from "../gguf/mod.ts";
+import { attachRpcServers } from "./devices.ts";
 
 /** ggml type ids for the KV cache (`enum ggml_type`). */
 export const GGML_TYPES: Record<string, number> = {
@@ -73,6 +76,8 @@ export type LoadOptions = {
    * MTP context beside the main one (speculative decoding, `--mtp`). Ignored for other models.
    */
   mtpHeads?: boolean;
+  /** `host:port` of `hearth rpc-server`s whose devices join this model (`--master-addr`). */
+  rpcServers?: string[];
 };
 
 export type EngineModel = {
@@ -93,6 +98,8 @@ export type EngineModel = {
   threadpool?: Threadpool;
   /** The MTP draft context, when loaded with `mtpHeads` and the model has usable heads. */
   mtp?: MtpContext;
+  /** The devices ggml had when the model was placed (memory as of then). */
+  devices: DeviceInfo[];
 };
 
 /** Whether the GGUF has NextN blocks with their tensors (a file without them aborts llama.cpp). */
@@ -106,6 +113,7 @@ async function hasMtpHeads(path: string): Promise<boolean> {
 
 export async function loadEngineModel(o: LoadOptions): Promise<EngineModel> {
   const llama = openLlama(o.libDir);
+  await attachRpcServers(llama, o.rpcServers ?? []);
   const heads = o.mtpHeads ? await hasMtpHeads(o.path) : false;
   const model = heads
     ? await loadModelWithMtp(llama, o.path, {})
@@ -159,6 +167,7 @@ export async function loadEngineModel(o: LoadOptions): Promise<EngineModel> {
       path: o.path,
       threadpool: pool,
       mtp,
+      devices: listDevices(llama),
     };
   } catch (e) {
     freeModel(llama, model);
