@@ -32,7 +32,15 @@ import { parseMakeModelArgs } from "./lib/cli/make_model_args.ts";
 import { createChatLogger } from "./lib/chat/logger.ts";
 import { compileTemplate } from "./lib/chat/template.ts";
 import { loadEngineModel } from "./lib/engine/model.ts";
-import { describeDevices } from "./lib/engine/devices.ts";
+import { describeDevices, pickRankDevices } from "./lib/engine/devices.ts";
+import {
+  loadPdConfig,
+  modelFingerprint,
+  type PdStats,
+  withRemotePrefill,
+} from "./lib/engine/pd.ts";
+import { pdRoutes } from "./routes/pd.ts";
+import { chooseLlamaLibrary, libraryLogLine } from "./lib/gpu/select.ts";
 import { startWorkerEngine } from "./lib/engine/worker_engine.ts";
 import { newServerState } from "./lib/engine/state.ts";
 import { makeModel } from "./lib/gguf/mod.ts";
@@ -89,7 +97,7 @@ async function serve(argv: string[]): Promise<void> {
     console.log(helpText());
     return;
   }
-  const unsupported = unsupportedFlag(config, false);
+  const unsupported = unsupportedFlag(config);
   if (unsupported) die(unsupported);
   let sseBufferLimit: number | undefined;
   try {
@@ -122,6 +130,35 @@ async function serve(argv: string[]): Promise<void> {
     mcpConfig = await loadMcpConfig(config.mcpConfig).catch((e) => die((e as Error).message));
   }
 
+  const pd = config.pdConfig
+    ? await loadPdConfig(config.pdConfig).catch((e) => die((e as Error).message))
+    : undefined;
+  if (pd?.role === "prefill" && !pd.token && !isLoopback(config.host)) {
+    die(
+      `--pd-config ${config.pdConfig}: a prefill server on a non-loopback --host ` +
+        `(${config.host}) needs a token: anyone reaching it could use its compute`,
+    );
+  }
+
+  // The CUDA build on a GPU host (fetched once), the CPU build otherwise; the log says why.
+  const library = await chooseLlamaLibrary({
+    cacheRoot: config.dataDir,
+    log: (line) => console.error(`hearth: ${line}`),
+  });
+  const ranks = {
+    numRanks: config.numRanks,
+    localNumRanks: config.localNumRanks,
+    rankOffset: config.rankOffset,
+  };
+  if (library.kind === "cpu" && !config.masterAddr) {
+    // No GPU and no RPC server: a rank layout beyond one device is refused before anything starts.
+    try {
+      pickRankDevices([], ranks);
+    } catch (e) {
+      die((e as Error).message);
+    }
+  }
+
   let resolved;
   try {
     resolved = await resolveModel(config);
@@ -146,6 +183,8 @@ async function serve(argv: string[]): Promise<void> {
   }
 
   const state = newServerState(resolved.id, config.apiKey);
+  state.library = library;
+  console.error(`hearth: ${libraryLogLine(library)}`);
   state.template = template;
   state.sseBufferLimit = sseBufferLimit;
   state.threads = config.threads;
@@ -202,6 +241,15 @@ async function serve(argv: string[]): Promise<void> {
         videoRulesDocument(config.videoRegion, { keyRequired: keys.length > 0 }),
     },
   };
+  if (pd?.role === "prefill") {
+    const counters: PdStats = { role: "prefill", peer: pd.peer, remotePrefills: 0, fallbacks: 0 };
+    let fingerprint: Promise<string> | undefined;
+    app.route(
+      "/",
+      pdRoutes(state, pd, counters, () => fingerprint ??= modelFingerprint(resolved.path)),
+    );
+    state.pd = () => ({ ...counters });
+  }
   mountUi(app, uiAssets, uiOptions);
   const server = Deno.serve({
     hostname: config.host,
@@ -234,6 +282,8 @@ async function serve(argv: string[]): Promise<void> {
 
   try {
     const model = await loadEngineModel({
+      libDir: library.dir,
+      ranks,
       path: resolved.path,
       maxBatch: config.maxBatch,
       maxSeqLen: config.maxSeqLen,
@@ -249,10 +299,20 @@ async function serve(argv: string[]): Promise<void> {
         console.error(`hearth: the model's chat template does not parse: ${(e as Error).message}`);
       }
     }
-    state.engine = await startWorkerEngine(model, {
+    const engine = await startWorkerEngine(model, {
       maxWaiting: config.maxQueue ?? config.maxBatch * 8,
       draftTokens: config.mtp,
     });
+    if (pd?.role === "decode") {
+      const split = withRemotePrefill(engine, pd, await modelFingerprint(model.path));
+      state.engine = split;
+      state.pd = split.pdStats;
+      console.error(
+        `hearth: prompts of ${pd.minPrefillTokens}+ tokens are prefilled by ${pd.peer}`,
+      );
+    } else {
+      state.engine = engine;
+    }
     console.error(
       `hearth: llama.cpp from ${model.llama.dir}; devices: ${describeDevices(model.devices)}`,
     );
@@ -266,8 +326,10 @@ async function serve(argv: string[]): Promise<void> {
     );
   } catch (e) {
     state.loadError = (e as Error).message;
-    console.error(`hearth: could not load the model: ${state.loadError}`);
     await Promise.all([server.shutdown(), uiServer?.shutdown()]);
+    // A rank layout this host cannot give is a usage error, like any other bad flag.
+    if (/^--(num-ranks|local-num-ranks)/.test(state.loadError)) die(state.loadError);
+    console.error(`hearth: could not load the model: ${state.loadError}`);
     Deno.exit(1);
   }
 }

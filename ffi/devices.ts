@@ -140,3 +140,16 @@ export async function rpcStartServer(
     new Uint8Array(list.buffer),
   );
 }
+
+/**
+ * A NULL-terminated `ggml_backend_dev_t *` for `llama_model_params.devices`; `buffer` must stay
+ * referenced until the model is loaded.
+ */
+export function deviceArray(
+  llama: Llama,
+  indices: number[],
+): { address: bigint; buffer: BigUint64Array } {
+  const buffer = new BigUint64Array(indices.length + 1);
+  indices.forEach((d, i) => buffer[i] = BigInt(Deno.UnsafePointer.value(devicePointer(llama, d))));
+  return { address: BigInt(Deno.UnsafePointer.value(Deno.UnsafePointer.of(buffer))), buffer };
+}

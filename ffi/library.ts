@@ -31,6 +31,30 @@ export const PREBUILT_SUBDIR = "node_modules/@node-llama-cpp/linux-x64/bins/linu
 export const LLAMA_LIB = "libllama.v0.5.0.so";
 export const GGML_LIB = "libggml.v0.5.0.so";
 
+/**
+ * The two libraries to open, as each build names them: the CPU prebuilt, the CUDA prebuilt
+ * (`@node-llama-cpp/linux-x64-cuda`), and a source build (`deno task build:cuda`).
+ */
+export const LIBRARY_NAMES: readonly { llama: string; ggml: string }[] = [
+  { llama: LLAMA_LIB, ggml: GGML_LIB },
+  { llama: "libllama.cuda.v0.5.0.so", ggml: "libggml.cuda.v0.5.0.so" },
+  { llama: "libllama.so", ggml: "libggml.so" },
+];
+
+/** Which of `LIBRARY_NAMES` the directory holds; undefined when none. */
+export function libraryFiles(dir: string): { llama: string; ggml: string } | undefined {
+  for (const names of LIBRARY_NAMES) {
+    try {
+      Deno.statSync(`${dir}/${names.llama}`);
+      Deno.statSync(`${dir}/${names.ggml}`);
+      return names;
+    } catch {
+      // try the next naming
+    }
+  }
+  return undefined;
+}
+
 let opened: Llama | undefined;
 
 /** The project root (this file lives in `<root>/ffi/`). */
@@ -45,14 +69,7 @@ export function findLibraryDir(explicit?: string): string {
     explicit,
     `${projectRoot()}/${PREBUILT_SUBDIR}`,
   ].filter((d): d is string => !!d);
-  for (const dir of candidates) {
-    try {
-      Deno.statSync(`${dir}/${LLAMA_LIB}`);
-      return dir;
-    } catch {
-      // try the next candidate
-    }
-  }
+  for (const dir of candidates) if (libraryFiles(dir)) return dir;
   throw new Error(
     `llama.cpp library ${LLAMA_LIB} not found (looked in ${candidates.join(", ")}); ` +
       "run `deno install` or set HEARTH_LLAMA_LIB_DIR",
@@ -66,10 +83,11 @@ const LOG_CONT = 5;
 export function openLlama(explicitDir?: string): Llama {
   if (opened) return opened;
   const dir = findLibraryDir(explicitDir);
+  const files = libraryFiles(dir)!;
   // libllama first so its logger (which also routes ggml's) is set before backends announce
   // themselves on stderr.
-  const sym = Deno.dlopen(`${dir}/${LLAMA_LIB}`, llamaSymbols).symbols;
-  const ggml = Deno.dlopen(`${dir}/${GGML_LIB}`, ggmlSymbols).symbols;
+  const sym = Deno.dlopen(`${dir}/${files.llama}`, llamaSymbols).symbols;
+  const ggml = Deno.dlopen(`${dir}/${files.ggml}`, ggmlSymbols).symbols;
   const llama: Llama = { dir, sym, ggml, recentLog: [] };
   installLogger(llama);
   ggml.ggml_backend_load_all_from_path(cString(dir));
@@ -88,8 +106,10 @@ export function openLlama(explicitDir?: string): Llama {
  */
 export function attachLlama(dir: string): Llama {
   if (opened) return opened;
-  const sym = Deno.dlopen(`${dir}/${LLAMA_LIB}`, llamaSymbols).symbols;
-  const ggml = Deno.dlopen(`${dir}/${GGML_LIB}`, ggmlSymbols).symbols;
+  const files = libraryFiles(dir);
+  if (!files) throw new Error(`no llama.cpp library in ${dir}`);
+  const sym = Deno.dlopen(`${dir}/${files.llama}`, llamaSymbols).symbols;
+  const ggml = Deno.dlopen(`${dir}/${files.ggml}`, ggmlSymbols).symbols;
   opened = { dir, sym, ggml, recentLog: [] };
   return opened;
 }

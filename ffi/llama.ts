@@ -452,6 +452,21 @@ export function memoryClear(llama: Llama, mem: Pointer): void {
   llama.sym.llama_memory_clear(mem, true);
 }
 
+/** One sequence's KV cells as bytes (`llama_state_seq_get_data`), to load into another context. */
+export function seqStateGet(llama: Llama, ctx: ContextPtr, seq: number): Uint8Array<ArrayBuffer> {
+  const size = Number(llama.sym.llama_state_seq_get_size(ctx, seq));
+  const out = new Uint8Array(size);
+  const n = Number(llama.sym.llama_state_seq_get_data(ctx, out, BigInt(size), seq));
+  if (n !== size) throw new Error(`llama.cpp wrote ${n} of ${size} bytes of sequence ${seq}`);
+  return out;
+}
+
+/** Loads bytes from `seqStateGet` into `seq` (emptied first); false when llama.cpp refuses them. */
+export function seqStateSet(llama: Llama, ctx: ContextPtr, seq: number, data: Uint8Array): boolean {
+  const copy = new Uint8Array(data); // FFI needs an ArrayBuffer-backed buffer of its own
+  return Number(llama.sym.llama_state_seq_set_data(ctx, copy, BigInt(copy.length), seq)) > 0;
+}
+
 // ---------------------------------------------------------------- samplers
 
 export function samplerChain(llama: Llama, noPerf = true): SamplerPtr {

@@ -27,6 +27,7 @@ import { createBus } from "../lib/events/bus.ts";
 import { eventRoutes } from "./events.ts";
 import { ignoredFieldsHeader } from "./ignored.ts";
 import { responsesRoutes } from "./responses.ts";
+import { PD_PATH } from "../lib/engine/pd.ts";
 
 /**
  * The surfaces beside inference. Mutable: `main.ts` fills `sessions` and `video` once their
@@ -56,8 +57,8 @@ export function newSurfaces(opts: FanoutOptions = {}): Surfaces {
 const googleError = (c: Context, code: 403 | 404 | 500 | 503, status: string, message: string) =>
   c.json({ error: { code, message, status } }, code);
 
-/** Paths that stay open when `--api-key` is set. */
-const OPEN_PATHS = new Set(["/health", "/v1/models"]);
+/** Paths that stay open when `--api-key` is set (the split's route checks its own token). */
+const OPEN_PATHS = new Set(["/health", "/v1/models", PD_PATH]);
 
 const isAnthropic = (c: Context) => c.req.path.startsWith("/v1/messages");
 const isGoogle = (c: Context) => c.req.path.startsWith("/v1beta/");

@@ -276,7 +276,7 @@ async function collect(events: AsyncIterable<GenEvent>): Promise<Collected> {
       out.cachedTokens = ev.cachedTokens;
       out.completionTokens = ev.completionTokens;
       out.promptLogprobs = ev.promptLogprobs;
-    } else out.error = ev.message;
+    } else if (ev.type === "error") out.error = ev.message;
   }
   return out;
 }
@@ -344,7 +344,7 @@ async function* streamChunks(
       } else if (ev.type === "done") {
         results[i] = { ...ev, text: texts[i], logprobs: [] };
         yield chunk(job.index, "", ev.finishReason, wantLogprobs ? pending[i].splice(0) : null);
-      } else {
+      } else if (ev.type === "error") {
         log({ error: ev.message }, 500);
         yield streamErrorPayload(ev.message);
         return;

@@ -40,7 +40,13 @@ export function opsRoutes(state: ServerState): Hono {
       max_batch: m.maxBatch,
       n_batch: m.nBatch,
       chat_template: state.template?.source ?? null,
-      library_dir: m.llama.dir,
+      library: {
+        kind: state.library?.kind ?? "cpu",
+        dir: m.llama.dir,
+        reason: state.library?.reason ?? null,
+        gpus: state.library?.devices ?? [],
+      },
+      ...(state.pd ? { pd: state.pd() } : {}),
       devices: m.devices.map((d) => ({
         name: d.name,
         description: d.description,

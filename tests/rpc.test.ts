@@ -143,8 +143,58 @@ Deno.test("rpc: a model split over two loopback rpc-servers gives a single proce
     assert.equal(second.code, 1);
     assert.match(second.stderr, /did not answer within 5 s \(an RPC server serves one client/);
 
-    // Something that is not an RPC server (Hearth's own HTTP port) is named as such.
-    const http = `127.0.0.1:${split.port}`;
+    await split.stop();
+    // --num-ranks picks devices explicitly: here one rank, taken from the RPC servers only.
+    await using one = await startServer(
+      [
+        "--model",
+        model,
+        ...SERVE,
+        "--master-addr",
+        `${a.endpoint},${b.endpoint}`,
+        "--num-ranks",
+        "1",
+        "--local-num-ranks",
+        "0",
+      ],
+      { env: { HEARTH_LLAMA_LOG: "1" } },
+    );
+    assert.equal(await complete(one.url, prompts[0]), expected[0]);
+    assert.match(one.stderr(), /layer +\d+ assigned to device RPC0/);
+    assert.doesNotMatch(one.stderr(), /assigned to device RPC1/);
+    await one.stop(); // an RPC server serves one client at a time
+    const tooMany = await runCommand([
+      Deno.execPath(),
+      "run",
+      "-A",
+      mainTs,
+      "serve",
+      "--model",
+      model,
+      ...SERVE,
+      "--host",
+      "127.0.0.1",
+      "--port",
+      String(freePort()),
+      "--num-ranks",
+      "3",
+      "--local-num-ranks",
+      "0",
+      "--master-addr",
+      `${a.endpoint}`,
+    ], { env: { HEARTH_LLAMA_LOG: "off" } });
+    assert.equal(tooMany.code, 2);
+    assert.match(
+      tooMany.stderr,
+      /--num-ranks 3 with 0 local GPUs needs 3 devices from --master-addr, which added 1/,
+    );
+
+    // Something that is not an RPC server (an HTTP server) is named as such.
+    const web = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen() {} },
+      () => new Response("hi"),
+    );
+    const http = `127.0.0.1:${web.addr.port}`;
     const wrong = await runCommand(
       [
         Deno.execPath(),
@@ -164,6 +214,7 @@ Deno.test("rpc: a model split over two loopback rpc-servers gives a single proce
       ],
       { env: { HEARTH_LLAMA_LOG: "off" } },
     );
+    await web.shutdown();
     assert.equal(wrong.code, 1);
     assert.match(
       wrong.stderr,

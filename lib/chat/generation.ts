@@ -302,7 +302,7 @@ export async function* chatReply(
             : 0,
         };
         return;
-      } else {
+      } else if (ev.type === "error") {
         yield { type: "error", message: ev.message };
         return;
       }

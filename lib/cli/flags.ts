@@ -169,7 +169,7 @@ export const FLAGS: FlagSpec[] = [
   {
     key: "localNumRanks",
     names: ["--local-num-ranks"],
-    schema: int(1, 1024),
+    schema: int(0, 1024),
     meta: "N",
     help: "GPUs on this node",
   },
@@ -192,7 +192,7 @@ export const FLAGS: FlagSpec[] = [
     names: ["--pd-config"],
     schema: text,
     meta: "FILE",
-    help: "prefill/decode split (JSON)",
+    help: "prefill/decode split: {role, peer, token?} (see README)",
   },
   {
     key: "mcpConfig",
@@ -309,16 +309,14 @@ export function parseServeArgs(
  * The first flag this build cannot honour, as a one-line reason, or undefined. Checked at start-up
  * so an unsupported request is refused loudly instead of being ignored.
  */
-export function unsupportedFlag(c: ServeConfig, gpu: boolean): string | undefined {
-  if (c.graphBatch && !gpu) return "--graph-batch needs a GPU build; this build runs on CPU only";
-  if (c.numRanks > 1 || (c.localNumRanks ?? 1) > 1 || c.rankOffset > 0) {
-    return "multi-GPU ranks (--num-ranks, --local-num-ranks, --rank-offset) are not supported " +
-      "by this build: it runs one rank";
+export function unsupportedFlag(c: ServeConfig): string | undefined {
+  if (c.graphBatch) {
+    return "--graph-batch is not built: llama.cpp's CUDA backend captures a graph per batch " +
+      "shape itself, and padding batches to fixed sizes is not implemented";
   }
   if (c.uiServer && c.uiPort === c.port) {
     return `--ui-port ${c.uiPort} is also --port: the web UI needs a port of its own`;
   }
-  if (c.pdConfig) return "--pd-config (prefill/decode split) is not implemented yet";
   if (c.videoBackend === "upstream" && !c.videoUpstream) {
     return "--video-backend upstream needs --video-upstream URL";
   }

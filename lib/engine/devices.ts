@@ -49,3 +49,41 @@ export async function attachRpcServers(llama: Llama, endpoints: string[]): Promi
 export function describeDevices(devices: DeviceInfo[]): string {
   return devices.map((d) => `${d.name} (${d.description})`).join(", ");
 }
+
+/** `--num-ranks`, `--local-num-ranks`, `--rank-offset`. */
+export type RankOptions = { numRanks: number; localNumRanks?: number; rankOffset: number };
+
+/**
+ * Registry indices of the devices to split the model over, or undefined to let llama.cpp use
+ * every device it finds (the flags at their defaults). `numRanks` counts every device the model
+ * is split over: `localNumRanks` of this host's GPUs from GPU `rankOffset` on, and the rest
+ * from the RPC servers of `--master-addr`. Throws one line when the host cannot honour them.
+ */
+export function pickRankDevices(devices: DeviceInfo[], o: RankOptions): number[] | undefined {
+  if (o.numRanks === 1 && o.localNumRanks === undefined && o.rankOffset === 0) return undefined;
+  const gpus = devices.filter((d) => d.type === "gpu" && d.backend !== "RPC");
+  const rpc = devices.filter((d) => d.backend === "RPC");
+  const local = o.localNumRanks ?? Math.max(0, o.numRanks - rpc.length);
+  if (local > o.numRanks) {
+    throw new Error(`--local-num-ranks ${local} is more than --num-ranks ${o.numRanks}`);
+  }
+  if (o.rankOffset + local > gpus.length) {
+    const have = gpus.length === 0
+      ? "this host has no GPU llama.cpp can use"
+      : `this host has ${gpus.length} (${gpus.map((g) => g.name).join(", ")})`;
+    throw new Error(
+      `--num-ranks ${o.numRanks}: ${local} local GPU${local === 1 ? "" : "s"} from GPU ` +
+        `${o.rankOffset} are needed but ${have}`,
+    );
+  }
+  const remote = o.numRanks - local;
+  if (remote > rpc.length) {
+    throw new Error(
+      `--num-ranks ${o.numRanks} with ${local} local GPU${local === 1 ? "" : "s"} needs ` +
+        `${remote} device${remote === 1 ? "" : "s"} from --master-addr, which added ${rpc.length}`,
+    );
+  }
+  // RPC devices first, as llama.cpp orders them itself (fewer transfers over the network).
+  return [...rpc.slice(0, remote), ...gpus.slice(o.rankOffset, o.rankOffset + local)]
+    .map((d) => d.index);
+}

@@ -16,6 +16,7 @@ import {
   contextInfo,
   type ContextPtr,
   createThreadpool,
+  deviceArray,
   type DeviceInfo,
   freeContext,
   freeModel,
@@ -46,7 +47,7 @@ import {
   newMtpContext,
 } from "../../ffi/mtp.ts";
 import { readGgufHeader } from "../gguf/mod.ts";
-import { attachRpcServers } from "./devices.ts";
+import { attachRpcServers, pickRankDevices, type RankOptions } from "./devices.ts";
 
 /** ggml type ids for the KV cache (`enum ggml_type`). */
 export const GGML_TYPES: Record<string, number> = {
@@ -78,6 +79,8 @@ export type LoadOptions = {
   mtpHeads?: boolean;
   /** `host:port` of `hearth rpc-server`s whose devices join this model (`--master-addr`). */
   rpcServers?: string[];
+  /** Which devices the model is split over (`--num-ranks` and friends); default all. */
+  ranks?: RankOptions;
 };
 
 export type EngineModel = {
@@ -114,10 +117,17 @@ async function hasMtpHeads(path: string): Promise<boolean> {
 export async function loadEngineModel(o: LoadOptions): Promise<EngineModel> {
   const llama = openLlama(o.libDir);
   await attachRpcServers(llama, o.rpcServers ?? []);
+  const picked = o.ranks ? pickRankDevices(listDevices(llama), o.ranks) : undefined;
+  const devices = picked ? deviceArray(llama, picked) : undefined;
+  // Split by layer over the picked devices (llama.cpp's default mode), weighted by free memory.
+  const placement: Record<string, bigint | number> = devices
+    ? { devices: devices.address, split_mode: 1 }
+    : {};
   const heads = o.mtpHeads ? await hasMtpHeads(o.path) : false;
   const model = heads
-    ? await loadModelWithMtp(llama, o.path, {})
-    : await loadModel(llama, o.path, {});
+    ? await loadModelWithMtp(llama, o.path, placement)
+    : await loadModel(llama, o.path, placement);
+  devices?.buffer.fill(0n); // referenced until here: llama.cpp read it during the load
   try {
     const info = modelInfo(llama, model);
     const nCtxSeq = Math.min(o.maxSeqLen ?? info.nCtxTrain, info.nCtxTrain || Infinity);

@@ -25,6 +25,7 @@ import {
   decodeSync,
   ioTurn,
   logitsIth,
+  memorySeqPosMax,
   memorySeqRm,
   newBatch,
   sampledToken,
@@ -32,6 +33,8 @@ import {
   samplerFree,
   type SamplerPtr,
   samplerSample,
+  seqStateGet,
+  seqStateSet,
   setBackendSampler,
   setBatchSize,
   tokenToPiece,
@@ -108,6 +111,14 @@ export type GenRequest = {
   stop: string[];
   ignoreEos: boolean;
   signal?: AbortSignal;
+  /**
+   * KV cells of the first `tokens` prompt tokens, computed by a prefill server
+   * (`seqStateGet` there): loaded instead of computing them here. Cells llama.cpp will not take
+   * (another model or cache type) are dropped and the prompt is computed here as usual.
+   */
+  kv?: { state: Uint8Array; tokens: number };
+  /** Prefill only: compute the prompt, send its cells as a `kv` event, generate nothing. */
+  exportKv?: boolean;
 };
 
 export type { TokenLogprob, TopTokenLogprob };
@@ -121,12 +132,16 @@ export type GenEvent =
   | { type: "text"; text: string }
   /** Pushed just before the text its token produces (which stop matching may still hold). */
   | { type: "logprobs"; entries: TokenLogprob[] }
+  /** With `exportKv`: the sequence's KV cells for its `tokens` prompt tokens. */
+  | { type: "kv"; state: Uint8Array; tokens: number }
   | {
     type: "done";
     finishReason: FinishReason;
     promptTokens: number;
     /** Prompt tokens whose KV was reused from an earlier request (not recomputed). */
     cachedTokens: number;
+    /** With `kv`: prompt tokens whose cells were loaded from it (0: refused, computed here). */
+    remoteTokens?: number;
     completionTokens: number;
     /** The stop string that ended generation, when one did. */
     stopString?: string;
@@ -164,6 +179,15 @@ export function checkRequest(m: EngineModel, req: GenRequest): void {
       throw refusal("invalid", `${key} must be an integer from 0 to ${MAX_LOGPROBS} (got ${n})`);
     }
   }
+  if (
+    req.kv && !(Number.isInteger(req.kv.tokens) && req.kv.tokens > 0 &&
+      req.kv.tokens < req.prompt.length)
+  ) {
+    throw refusal(
+      "invalid",
+      `kv.tokens must be 1 to ${req.prompt.length - 1} (got ${req.kv.tokens})`,
+    );
+  }
 }
 
 export type EngineStats = {
@@ -179,6 +203,9 @@ export type EngineStats = {
   /** Speculative decoding: draft tokens decoded, and those the target's samples agreed with. */
   draftTokensTotal: number;
   draftAcceptedTotal: number;
+  /** Prompt tokens whose KV came from a prefill server, and KV states llama.cpp refused. */
+  remotePrefillTokensTotal: number;
+  remotePrefillRefusedTotal: number;
   /**
    * Where the loop's time went since start, in ms: `decode` (llama_decode), `sample` (sampling,
    * detokenizing, stop strings, events), `io` (turns given to the event loop between steps),
@@ -199,6 +226,8 @@ export function emptyStats(): EngineStats {
     backendSampledTotal: 0,
     draftTokensTotal: 0,
     draftAcceptedTotal: 0,
+    remotePrefillTokensTotal: 0,
+    remotePrefillRefusedTotal: 0,
     loopMs: { decode: 0, sample: 0, io: 0, other: 0 },
   };
 }
@@ -230,6 +259,8 @@ type Seq = {
   logitIndex: number; // batch row to sample from after this step (-1 none)
   generated: number;
   cached: number;
+  /** Prompt tokens loaded from `req.kv`. */
+  remote: number;
   text: TextStream;
   /** Sampled ids, kept only when logprobs were asked for. */
   tokens?: number[];
@@ -290,6 +321,8 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
     backendSampledTotal: 0,
     draftTokensTotal: 0,
     draftAcceptedTotal: 0,
+    remotePrefillTokensTotal: 0,
+    remotePrefillRefusedTotal: 0,
   };
   const loopMs = { decode: 0, sample: 0, io: 0, other: 0 };
   // What each slot's KV cells hold, in order: kept after a request ends so the next request
@@ -330,6 +363,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
       logitIndex: -1,
       generated: 0,
       cached: 0,
+      remote: 0,
       text: newTextStream(req.stop),
       ...(req.logprobs !== undefined ? { tokens: [] } : {}),
       ...(req.promptLogprobs !== undefined
@@ -338,7 +372,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
     };
     req.signal?.addEventListener("abort", () => wakeLoop(), { once: true });
     // Scoring a prompt without generating (`echo` with max_tokens 0) still has to decode it.
-    if (req.maxTokens <= 0 && req.promptLogprobs === undefined) {
+    if (req.maxTokens <= 0 && req.promptLogprobs === undefined && !req.exportKv) {
       seq.out.push(done(seq, "length"));
       seq.out.close();
       return seq.out.iterable;
@@ -355,6 +389,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
       ...(stopString !== undefined ? { stopString } : {}),
       promptTokens: seq.req.prompt.length,
       cachedTokens: seq.cached,
+      ...(seq.req.kv ? { remoteTokens: seq.remote } : {}),
       completionTokens: seq.generated,
       ...(seq.tokens ? { tokens: seq.tokens } : {}),
       ...(seq.promptLogprobs ? { promptLogprobs: seq.promptLogprobs } : {}),
@@ -521,21 +556,54 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
       // Keep the shared prefix, but always recompute at least the last prompt token: its logits
       // are what the first sample needs.
       let keep = seq.promptLogprobs ? 0 : Math.min(common, seq.req.prompt.length - 1);
-      if (keep > 0 && !memorySeqRm(m.llama, m.mem, slot, keep, -1)) keep = 0;
-      if (keep === 0) clearSlot(slot);
-      else if (heads) {
-        dropFrom(heads, m, slot, keep);
-        heads.hLast[slot].fill(0); // h(keep - 1) of a cached prefix is not kept
+      const kv = seq.req.kv;
+      if (kv && !seq.promptLogprobs && kv.tokens > keep) {
+        loadRemoteKv(seq, kv);
+      } else {
+        if (keep > 0 && !memorySeqRm(m.llama, m.mem, slot, keep, -1)) keep = 0;
+        if (keep === 0) clearSlot(slot);
+        else if (heads) {
+          dropFrom(heads, m, slot, keep);
+          heads.hLast[slot].fill(0); // h(keep - 1) of a cached prefix is not kept
+        }
+        slotTokens[slot].length = keep;
+        seq.fed = keep;
+        seq.pos = keep;
+        seq.cached = keep;
       }
-      slotTokens[slot].length = keep;
-      seq.fed = keep;
-      seq.pos = keep;
-      seq.cached = keep;
       // Batch rows must go in ascending sequence id: llama.cpp then packs one step's tokens
       // into a single ubatch (descending ids split it into one ubatch per sequence, ~4x slower).
       const at = running.findIndex((r) => r.slot > slot);
       running.splice(at < 0 ? running.length : at, 0, seq);
     }
+  }
+
+  /**
+   * Puts a prefill server's cells for the prompt's first `kv.tokens` tokens into the sequence's
+   * slot; when llama.cpp refuses them, the whole prompt is computed here instead.
+   */
+  function loadRemoteKv(seq: Seq, kv: { state: Uint8Array; tokens: number }): void {
+    const slot = seq.slot;
+    clearSlot(slot);
+    let keep = 0;
+    if (
+      seqStateSet(m.llama, m.ctx, slot, kv.state) &&
+      memorySeqPosMax(m.llama, m.mem, slot) === kv.tokens - 1
+    ) {
+      keep = kv.tokens;
+      slotTokens[slot] = Array.from(seq.req.prompt.subarray(0, keep));
+      stats.remotePrefillTokensTotal += keep;
+      // The MTP context has no cells for these positions: its drafts start cold (and are
+      // verified as always, so output is unchanged).
+      if (heads) heads.hLast[slot].fill(0);
+    } else {
+      clearSlot(slot);
+      stats.remotePrefillRefusedTotal++;
+    }
+    seq.fed = keep;
+    seq.pos = keep;
+    seq.cached = 0;
+    seq.remote = keep;
   }
 
   /**
@@ -718,7 +786,17 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
       if (seq.logitIndex < 0) continue;
       if (gone(seq)) continue;
       if (seq.req.maxTokens <= 0) {
-        finish(seq, "length"); // only its prompt was to be scored
+        // Only its prompt was to be scored, or its cells sent to a decode server.
+        if (seq.req.exportKv) {
+          try {
+            const state = seqStateGet(m.llama, m.ctx, seq.slot);
+            seq.out.push({ type: "kv", state, tokens: seq.req.prompt.length });
+          } catch (e) {
+            fail(seq, (e as Error).message);
+            continue;
+          }
+        }
+        finish(seq, "length");
         continue;
       }
       try {

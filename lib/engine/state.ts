@@ -15,6 +15,8 @@ import type { ChatLogger } from "../chat/logger.ts";
 import type { CompiledTemplate } from "../chat/template.ts";
 import { type Metrics, newMetrics } from "./metrics.ts";
 import type { Scheduler } from "./scheduler.ts";
+import type { PdStats } from "./pd.ts";
+import type { LibraryChoice } from "../gpu/select.ts";
 import type { McpRegistry } from "../mcp/registry.ts";
 
 export type ServerState = {
@@ -35,6 +37,10 @@ export type ServerState = {
   dataDir?: string;
   /** MCP servers of `--mcp-config`, whose tools requests may attach. */
   mcp?: McpRegistry;
+  /** Which llama.cpp build was chosen and why (CPU, CUDA, `HEARTH_LLAMA_LIB_DIR`), for /props. */
+  library?: LibraryChoice;
+  /** The prefill/decode split's role and counters (`--pd-config`), for /props. */
+  pd?: () => PdStats;
   /** Event-channel counters for /metrics (set when the app mounts the channel). */
   channel?: () => ChannelCounters;
 };

@@ -1,0 +1,84 @@
+/**
+ * The prefill server's side of the prefill/decode split: `POST /internal/pd/prefill` takes
+ * `{fingerprint, tokens}` from the decode server (authenticated by the pair's shared token in
+ * `x-hearth-pd-token`), computes the tokens and answers the sequence's KV cells as
+ * `application/octet-stream`, with their token count in `x-hearth-kv-tokens`. Errors are
+ * OpenAI-shaped JSON; the decode server logs them and computes the prompt itself.
+ *
+ * @example
+ * ```ts
+ * import { pdRoutes } from "./pd.ts";
+ * const counters = { role: "prefill" as const, remotePrefills: 0, fallbacks: 0 };
+ * app.route("/", pdRoutes(state, cfg, counters, () => modelFingerprint(modelPath)));
+ * ```
+ * @module
+ */
+import { Hono } from "hono";
+import { z } from "zod";
+import type { ServerState } from "../lib/engine/state.ts";
+import {
+  exportPrefill,
+  PD_PATH,
+  PD_TOKEN_HEADER,
+  PD_TOKENS_HEADER,
+  type PdConfig,
+  type PdStats,
+  tokenMatches,
+} from "../lib/engine/pd.ts";
+import { isRefusal } from "../lib/engine/scheduler.ts";
+import { openaiError, parseBody } from "./errors.ts";
+
+const bodySchema = z.strictObject({
+  fingerprint: z.string(),
+  tokens: z.array(z.number().int().min(0)).min(1),
+});
+
+/** `counters` (shown in `/props`): prompts served, and failed with the last reason. */
+export function pdRoutes(
+  state: ServerState,
+  cfg: PdConfig,
+  counters: PdStats,
+  fingerprint: () => Promise<string>,
+): Hono {
+  const app = new Hono();
+  app.post(PD_PATH, async (c) => {
+    if (cfg.token && !tokenMatches(c.req.header(PD_TOKEN_HEADER), cfg.token)) {
+      return openaiError(c, 401, `missing or wrong ${PD_TOKEN_HEADER}`, {
+        type: "authentication_error",
+      });
+    }
+    const body = await parseBody(c, bodySchema);
+    if (!body.ok) return body.response;
+    const engine = state.engine;
+    if (!engine) return openaiError(c, 503, "the model is still loading");
+    const mine = await fingerprint();
+    if (body.data.fingerprint !== mine) {
+      return openaiError(
+        c,
+        409,
+        `this prefill server runs another model (${mine}, asked for ${body.data.fingerprint})`,
+      );
+    }
+    const n = engine.model.nVocab;
+    if (body.data.tokens.some((t) => t >= n)) {
+      return openaiError(c, 400, `a token id is outside the vocabulary (0..${n - 1})`);
+    }
+    try {
+      const kv = await exportPrefill(engine, Int32Array.from(body.data.tokens), c.req.raw.signal);
+      counters.remotePrefills++;
+      return c.body(kv.state as Uint8Array<ArrayBuffer>, 200, {
+        "content-type": "application/octet-stream",
+        [PD_TOKENS_HEADER]: String(kv.tokens),
+      });
+    } catch (e) {
+      counters.fallbacks++;
+      counters.lastError = (e as Error).message;
+      if (isRefusal(e)) {
+        const status = e.kind === "busy" ? 503 : e.kind === "too_long" ? 413 : 400;
+        return openaiError(c, status, e.message);
+      }
+      return openaiError(c, 500, `prefill failed: ${(e as Error).message}`);
+    }
+  });
+  return app;
+}
