@@ -219,7 +219,7 @@ function perToken(a: LoopBreakdown, b: LoopBreakdown): LoopBreakdown {
   return { decode: d("decode"), sample: d("sample"), io: d("io"), other: d("other"), tokens: n };
 }
 
-async function benchModel(): Promise<string> {
+export async function benchModel(): Promise<string> {
   const dir = `${sourceCacheDir()}/bench`;
   const path = `${dir}/hearth-small-q8_0.gguf`;
   try {
@@ -237,7 +237,7 @@ async function benchModel(): Promise<string> {
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 /** Nearest-rank percentile, so p95 of few samples is an observed value, not an interpolation. */
-function percentile(xs: number[], p: number): number {
+export function percentile(xs: number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))];
 }
@@ -461,7 +461,7 @@ type Completion = {
  * chunk carrying text: both servers hold back a token that ends inside a UTF-8 sequence, so an
  * empty chunk would not be a token the user could see.
  */
-async function streamCompletion(
+export async function streamCompletion(
   url: string,
   prompt: number[],
   maxTokens: number,

@@ -634,7 +634,14 @@ Deno.test("anthropic routes with the official SDK and raw fetch", async (t) => {
       const r = await fetch(`${base}/v1/messages`, {
         method: "POST",
         headers: { "content-type": "application/json" },
-        body: JSON.stringify({ model: "m", max_tokens: 1500, messages: hello, stream: true }),
+        // Greedy: a sampled reply could end (EOS) before the check below sees it running.
+        body: JSON.stringify({
+          model: "m",
+          max_tokens: 1500,
+          messages: hello,
+          stream: true,
+          temperature: 0,
+        }),
         signal: ac.signal,
       });
       const reader = r.body!.getReader();

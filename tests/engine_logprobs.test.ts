@@ -51,7 +51,7 @@ async function run(e: Scheduler, req: Partial<GenRequest> & { seed?: number }): 
     if (ev.type === "logprobs") out.entries.push(...ev.entries);
     else if (ev.type === "text") out.text += ev.text;
     else if (ev.type === "done") out.done = ev;
-    else throw new Error(ev.message);
+    else if (ev.type === "error") throw new Error(ev.message);
   }
   return out;
 }
