@@ -311,8 +311,8 @@ export function parseServeArgs(
  */
 export function unsupportedFlag(c: ServeConfig): string | undefined {
   if (c.graphBatch) {
-    return "--graph-batch is not built: llama.cpp's CUDA backend captures a graph per batch " +
-      "shape itself, and padding batches to fixed sizes is not implemented";
+    return "--graph-batch is not built yet: padding decode batches to fixed sizes (so that " +
+      "llama.cpp's CUDA graphs are reused) is not implemented";
   }
   if (c.uiServer && c.uiPort === c.port) {
     return `--ui-port ${c.uiPort} is also --port: the web UI needs a port of its own`;
