@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import OpenAI from "openai";
-import { freePort, mainTs, runCommand, startServer } from "./support/server.ts";
+import { freePort, runMain, startServer } from "./support/server.ts";
 import { chatFormatModelPath, tinyModelPath } from "./support/models.ts";
 import { PD_PATH, PD_TOKENS_HEADER } from "../lib/engine/pd.ts";
 
@@ -244,11 +244,7 @@ Deno.test("pd: bad --pd-config files exit 2 with the field at fault", async () =
     [{ role: "prefill", token: "" }, /token: must not be empty/],
   ];
   for (const [cfg, why] of cases) {
-    const r = await runCommand([
-      Deno.execPath(),
-      "run",
-      "-A",
-      mainTs,
+    const r = await runMain([
       "serve",
       "--model",
       model,
@@ -260,22 +256,10 @@ Deno.test("pd: bad --pd-config files exit 2 with the field at fault", async () =
   }
   const notJson = await Deno.makeTempFile();
   await Deno.writeTextFile(notJson, "{role:");
-  const nj = await runCommand([
-    Deno.execPath(),
-    "run",
-    "-A",
-    mainTs,
-    "serve",
-    "--pd-config",
-    notJson,
-  ]);
+  const nj = await runMain(["serve", "--pd-config", notJson]);
   assert.equal(nj.code, 2);
   assert.match(nj.stderr, /--pd-config .*: not JSON/);
-  const open = await runCommand([
-    Deno.execPath(),
-    "run",
-    "-A",
-    mainTs,
+  const open = await runMain([
     "serve",
     "--host",
     "0.0.0.0",

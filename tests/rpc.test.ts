@@ -4,7 +4,7 @@
  * layers on them. Greedy output must equal a single process's, token for token.
  */
 import assert from "node:assert/strict";
-import { freePort, mainTs, runCommand, startServer } from "./support/server.ts";
+import { freePort, mainTs, runMain, startServer } from "./support/server.ts";
 import { tinyModelPath } from "./support/models.ts";
 import { buildRpc } from "../lib/build/rpc.ts";
 
@@ -124,11 +124,7 @@ Deno.test("rpc: a model split over two loopback rpc-servers gives a single proce
     assert.match(a.output(), /Accepted client connection/);
 
     // An RPC server serves one client at a time: a second Hearth is told so, not crashed.
-    const second = await runCommand([
-      Deno.execPath(),
-      "run",
-      "-A",
-      mainTs,
+    const second = await runMain([
       "serve",
       "--model",
       model,
@@ -139,7 +135,7 @@ Deno.test("rpc: a model split over two loopback rpc-servers gives a single proce
       String(freePort()),
       "--master-addr",
       a.endpoint,
-    ], { env: { HEARTH_LLAMA_LOG: "off" } });
+    ]);
     assert.equal(second.code, 1);
     assert.match(second.stderr, /did not answer within 5 s \(an RPC server serves one client/);
 
@@ -163,11 +159,7 @@ Deno.test("rpc: a model split over two loopback rpc-servers gives a single proce
     assert.match(one.stderr(), /layer +\d+ assigned to device RPC0/);
     assert.doesNotMatch(one.stderr(), /assigned to device RPC1/);
     await one.stop(); // an RPC server serves one client at a time
-    const tooMany = await runCommand([
-      Deno.execPath(),
-      "run",
-      "-A",
-      mainTs,
+    const tooMany = await runMain([
       "serve",
       "--model",
       model,
@@ -182,7 +174,7 @@ Deno.test("rpc: a model split over two loopback rpc-servers gives a single proce
       "0",
       "--master-addr",
       `${a.endpoint}`,
-    ], { env: { HEARTH_LLAMA_LOG: "off" } });
+    ]);
     assert.equal(tooMany.code, 2);
     assert.match(
       tooMany.stderr,
@@ -195,25 +187,18 @@ Deno.test("rpc: a model split over two loopback rpc-servers gives a single proce
       () => new Response("hi"),
     );
     const http = `127.0.0.1:${web.addr.port}`;
-    const wrong = await runCommand(
-      [
-        Deno.execPath(),
-        "run",
-        "-A",
-        mainTs,
-        "serve",
-        "--model",
-        model,
-        ...SERVE,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        String(freePort()),
-        "--master-addr",
-        http,
-      ],
-      { env: { HEARTH_LLAMA_LOG: "off" } },
-    );
+    const wrong = await runMain([
+      "serve",
+      "--model",
+      model,
+      ...SERVE,
+      "--host",
+      "127.0.0.1",
+      "--port",
+      String(freePort()),
+      "--master-addr",
+      http,
+    ]);
     await web.shutdown();
     assert.equal(wrong.code, 1);
     assert.match(
@@ -229,10 +214,7 @@ Deno.test("rpc: a model split over two loopback rpc-servers gives a single proce
 Deno.test("rpc: bad endpoints, an unreachable server and a busy port are refused with one clear line", async () => {
   await buildRpc();
   const model = await tinyModelPath();
-  const run = (args: string[]) =>
-    runCommand([Deno.execPath(), "run", "-A", mainTs, ...args], {
-      env: { HEARTH_LLAMA_LOG: "off" },
-    });
+  const run = (args: string[]) => runMain(args);
 
   const remote = await run(["rpc-server", "--host", "0.0.0.0"]);
   assert.equal(remote.code, 2);

@@ -151,3 +151,13 @@ export async function runCommand(
 }
 
 export const mainTs = `${root}main.ts`;
+
+/** Runs `main.ts ARGS...` to completion, with llama.cpp's log off unless `env` says otherwise. */
+export function runMain(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  return runCommand([Deno.execPath(), "run", "-A", mainTs, ...args], {
+    env: { HEARTH_LLAMA_LOG: "off", ...env },
+  });
+}
