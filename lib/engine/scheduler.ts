@@ -314,17 +314,8 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
   const freeSlots = Array.from({ length: m.maxBatch }, (_, i) => m.maxBatch - 1 - i);
   const running: Seq[] = [];
   const waiting: Seq[] = [];
-  const stats = {
-    promptTokensTotal: 0,
-    generatedTokensTotal: 0,
-    decodeSteps: 0,
-    backendSampledTotal: 0,
-    draftTokensTotal: 0,
-    draftAcceptedTotal: 0,
-    remotePrefillTokensTotal: 0,
-    remotePrefillRefusedTotal: 0,
-  };
-  const loopMs = { decode: 0, sample: 0, io: 0, other: 0 };
+  // The counters start from emptyStats(); the gauges are computed when stats() is read.
+  const { running: _r, waiting: _w, kvUsage: _k, loopMs, ...stats } = emptyStats();
   // What each slot's KV cells hold, in order: kept after a request ends so the next request
   // with the same prefix (a system prompt, a growing conversation) skips recomputing it.
   const slotTokens: number[][] = Array.from({ length: m.maxBatch }, () => []);
