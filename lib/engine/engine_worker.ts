@@ -56,14 +56,19 @@ let batch: [number, GenEvent][] = [];
 let ended: number[] = [];
 
 let statsAt = 0;
+/** A request started streaming: the next post carries stats, so `running` counts it at once. */
+let statsDue = false;
 /** Stats are copied at most every `STATS_EVERY_MS` while streaming (a copy costs ~0.1 ms). */
 const STATS_EVERY_MS = 50;
 
 function flush(): void {
   if (!batch.length && !ended.length) return;
   const now = performance.now();
-  const withStats = ended.length > 0 || now - statsAt >= STATS_EVERY_MS;
-  if (withStats) statsAt = now;
+  const withStats = ended.length > 0 || statsDue || now - statsAt >= STATS_EVERY_MS;
+  if (withStats) {
+    statsAt = now;
+    statsDue = false;
+  }
   post({ type: "events", batch, ended, stats: withStats ? engine!.stats() : undefined });
   batch = [];
   ended = [];
@@ -79,7 +84,14 @@ async function onStep(): Promise<void> {
 
 async function pump(id: number, events: AsyncIterable<GenEvent>): Promise<void> {
   try {
-    for await (const ev of events) batch.push([id, ev]);
+    let first = true;
+    for await (const ev of events) {
+      if (first) {
+        first = false;
+        statsDue = true;
+      }
+      batch.push([id, ev]);
+    }
   } catch (e) {
     batch.push([id, { type: "error", message: (e as Error).message }]);
   }
