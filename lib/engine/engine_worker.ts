@@ -41,7 +41,7 @@ export type ToWorker =
 export type FromWorker =
   | { type: "ready" }
   | { type: "events"; batch: [number, GenEvent][]; ended: number[]; stats: unknown }
-  | { type: "paused"; id: number }
+  | { type: "paused"; id: number; stats: unknown }
   | { type: "synced"; id: number; stats: unknown };
 
 // deno-lint-ignore no-explicit-any
@@ -135,7 +135,7 @@ function handle(msg: ToWorker): void {
         new Promise<void>((resolve) => {
           resumes.set(msg.id, resolve);
           flush();
-          post({ type: "paused", id: msg.id });
+          post({ type: "paused", id: msg.id, stats: engine!.stats() });
         })
       );
       return;

@@ -80,6 +80,8 @@ export async function startWorkerEngine(
           }
           return;
         case "paused":
+          // Exclusive work (embeddings, tokenizing) reads stats right after; keep them current.
+          stats = msg.stats as EngineStats;
           paused.get(msg.id)?.();
           paused.delete(msg.id);
           return;
