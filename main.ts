@@ -291,6 +291,7 @@ async function serve(argv: string[]): Promise<void> {
       threads: config.threads,
       mtpHeads: config.mtp > 0,
       rpcServers: config.masterAddr,
+      graphBatch: config.graphBatch,
     });
     if (!state.template && model.info.chatTemplate) {
       try {
@@ -319,6 +320,9 @@ async function serve(argv: string[]): Promise<void> {
     console.error(
       `hearth: model ready: ${model.info.description}, context ${model.nCtxSeq} per sequence, ` +
         `${model.maxBatch} sequences` +
+        (model.graphBatch
+          ? `, decode steps padded to ${model.graphBatch.sizes.join("/")} rows (--graph-batch)`
+          : "") +
         (config.mtp > 0
           ? `, speculative decoding: ${config.mtp} drafts per step from ` +
             (model.mtp ? "the model's MTP heads" : "prompt lookup")

@@ -39,6 +39,7 @@ export function opsRoutes(state: ServerState): Hono {
       max_model_len: m.nCtxSeq,
       max_batch: m.maxBatch,
       n_batch: m.nBatch,
+      graph_batch: m.graphBatch?.sizes ?? null,
       chat_template: state.template?.source ?? null,
       library: {
         kind: state.library?.kind ?? "cpu",

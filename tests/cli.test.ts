@@ -23,7 +23,15 @@ const exitsTwo: [string[], RegExp][] = [
   [["serve", "--ui-server=yes"], /--ui-server takes no value/],
   [["serve", "--port", "9000", "--port", "9001"], /--port given twice/],
   [["serve", "stray"], /unexpected argument "stray"/],
-  [["serve", "--graph-batch", "1,2,4"], /--graph-batch is not built/],
+  [["serve", "--graph-batch", "1,2,1024"], /--graph-batch size 1024 is larger than a ubatch/],
+  [
+    ["serve", "--graph-batch", "0,4"],
+    /--graph-batch "0,4": |--graph-batch sizes must be >= 1/,
+  ],
+  [
+    ["serve", "--max-batch", "250", "--graph-batch", "8,16"],
+    /needs 15 padding sequences besides --max-batch 250, more than llama.cpp's 256/,
+  ],
   [
     ["serve", "--num-ranks", "2"],
     /--num-ranks 2: 2 local GPUs from GPU 0 are needed but this host/,

@@ -13,6 +13,7 @@
  */
 import { z } from "zod";
 import { endpointList } from "./endpoint.ts";
+import { graphBatchLayout } from "../engine/graph_batch.ts";
 import { type FlagSpec as ArgvFlag, parseFlags } from "./argv.ts";
 
 export const ISQ_TYPES = ["q2k", "q3k", "q4k", "q5k", "q6k", "q8_0"] as const;
@@ -163,7 +164,7 @@ export const FLAGS: FlagSpec[] = [
     names: ["--graph-batch"],
     schema: intList,
     meta: "N,N,...",
-    help: "GPU graph batch sizes",
+    help: "pad decode steps to these sizes so CUDA graphs are reused (e.g. 1,2,4,8,16,32)",
   },
   { key: "numRanks", names: ["--num-ranks"], schema: int(1, 1024), meta: "N", help: "GPUs in all" },
   {
@@ -311,8 +312,11 @@ export function parseServeArgs(
  */
 export function unsupportedFlag(c: ServeConfig): string | undefined {
   if (c.graphBatch) {
-    return "--graph-batch is not built yet: padding decode batches to fixed sizes (so that " +
-      "llama.cpp's CUDA graphs are reused) is not implemented";
+    try {
+      graphBatchLayout(c.graphBatch, c.maxBatch);
+    } catch (e) {
+      return (e as Error).message;
+    }
   }
   if (c.uiServer && c.uiPort === c.port) {
     return `--ui-port ${c.uiPort} is also --port: the web UI needs a port of its own`;

@@ -91,6 +91,12 @@ export function renderMetrics(
     [["", s.draftAcceptedTotal]],
   );
   metric(
+    "hearth_graph_padding_rows_total",
+    "counter",
+    "Rows added to pad decode steps to a --graph-batch size.",
+    [["", s.graphPaddingRowsTotal]],
+  );
+  metric(
     "hearth_engine_loop_seconds_total",
     "counter",
     "Scheduler loop time by phase (decode, sample, io, other).",

@@ -48,6 +48,7 @@ import {
 } from "../../ffi/mtp.ts";
 import { readGgufHeader } from "../gguf/mod.ts";
 import { attachRpcServers, pickRankDevices, type RankOptions } from "./devices.ts";
+import { type GraphBatch, graphBatchLayout, N_UBATCH } from "./graph_batch.ts";
 
 /** ggml type ids for the KV cache (`enum ggml_type`). */
 export const GGML_TYPES: Record<string, number> = {
@@ -81,6 +82,12 @@ export type LoadOptions = {
   rpcServers?: string[];
   /** Which devices the model is split over (`--num-ranks` and friends); default all. */
   ranks?: RankOptions;
+  /**
+   * Decode batch sizes the scheduler pads small steps to (`--graph-batch`), so that a GPU backend
+   * sees a few fixed graph shapes and reuses its captured CUDA graphs. Needs a unified KV cache
+   * and spare sequence ids for the padding rows (see `graphBatchLayout`).
+   */
+  graphBatch?: number[];
 };
 
 export type EngineModel = {
@@ -103,6 +110,11 @@ export type EngineModel = {
   mtp?: MtpContext;
   /** The devices ggml had when the model was placed (memory as of then). */
   devices: DeviceInfo[];
+  /**
+   * `--graph-batch`: sizes small decode steps are padded to, ascending. Padding rows use sequence
+   * ids `maxBatch .. maxBatch + padSeqs - 1`, one row each, and are removed after the step.
+   */
+  graphBatch?: GraphBatch;
 };
 
 /** Whether the GGUF has NextN blocks with their tensors (a file without them aborts llama.cpp). */
@@ -134,11 +146,14 @@ export async function loadEngineModel(o: LoadOptions): Promise<EngineModel> {
     const threads = o.threads ?? navigator.hardwareConcurrency;
     const kv = GGML_TYPES[o.kvType && o.kvType !== "auto" ? o.kvType : "f16"];
     if (kv === undefined) throw new Error(`unknown KV cache type ${o.kvType}`);
+    const graph = o.graphBatch ? graphBatchLayout(o.graphBatch, o.maxBatch) : undefined;
     const ctx = newContext(llama, model, {
-      n_ctx: nCtxSeq * o.maxBatch,
+      // Padding rows take one cell each, for one step, beside every sequence's full context.
+      n_ctx: nCtxSeq * o.maxBatch + (graph?.padSeqs ?? 0),
       n_batch: 2048,
-      n_ubatch: 512,
-      n_seq_max: o.maxBatch,
+      n_ubatch: N_UBATCH,
+      n_seq_max: o.maxBatch + (graph?.padSeqs ?? 0),
+      ...(graph ? { kv_unified: true } : {}),
       n_threads: threads,
       n_threads_batch: threads,
       type_k: kv,
@@ -171,9 +186,11 @@ export async function loadEngineModel(o: LoadOptions): Promise<EngineModel> {
       vocabInfo: vInfo,
       nVocab: vInfo.nTokens,
       eogTokens,
-      nCtxSeq: cInfo.nCtxSeq,
+      // A unified cache lets any sequence use every cell; the scheduler still holds each to its own.
+      nCtxSeq: graph ? Math.min(nCtxSeq, cInfo.nCtxSeq) : cInfo.nCtxSeq,
       nBatch: cInfo.nBatch,
-      maxBatch: cInfo.nSeqMax,
+      maxBatch: graph ? o.maxBatch : cInfo.nSeqMax,
+      graphBatch: graph,
       path: o.path,
       threadpool: pool,
       mtp,

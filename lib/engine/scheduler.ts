@@ -206,6 +206,9 @@ export type EngineStats = {
   /** Prompt tokens whose KV came from a prefill server, and KV states llama.cpp refused. */
   remotePrefillTokensTotal: number;
   remotePrefillRefusedTotal: number;
+  /** `--graph-batch`: steps padded to a graph size, and the padding rows they carried. */
+  graphPaddedStepsTotal: number;
+  graphPaddingRowsTotal: number;
   /**
    * Where the loop's time went since start, in ms: `decode` (llama_decode), `sample` (sampling,
    * detokenizing, stop strings, events), `io` (turns given to the event loop between steps),
@@ -228,6 +231,8 @@ export function emptyStats(): EngineStats {
     draftAcceptedTotal: 0,
     remotePrefillTokensTotal: 0,
     remotePrefillRefusedTotal: 0,
+    graphPaddedStepsTotal: 0,
+    graphPaddingRowsTotal: 0,
     loopMs: { decode: 0, sample: 0, io: 0, other: 0 },
   };
 }
@@ -310,7 +315,8 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
   const budget = Math.min(opts.stepBudget ?? m.nBatch, m.nBatch);
   const prefillChunk = Math.max(1, opts.prefillChunk ?? PREFILL_CHUNK);
   const maxWaiting = opts.maxWaiting ?? 1024;
-  const batch: Batch = newBatch(budget);
+  // Room for padding a small step up to the largest graph size, whatever the step budget.
+  const batch: Batch = newBatch(Math.max(budget, m.graphBatch?.sizes.at(-1) ?? 0));
   const freeSlots = Array.from({ length: m.maxBatch }, (_, i) => m.maxBatch - 1 - i);
   const running: Seq[] = [];
   const waiting: Seq[] = [];
@@ -681,6 +687,35 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
     return n;
   }
 
+  /**
+   * `--graph-batch`: fills the batch up to the smallest configured size that holds its `n` rows,
+   * so a GPU backend sees few graph shapes and replays its captured graphs. Each padding row is
+   * token 0 at position 0 of a padding sequence of its own, with an output like the real rows of
+   * a decode step: the step then has as many rows, sequences and outputs as the size. Nothing
+   * reads their results. Returns the rows to decode.
+   */
+  function padToGraphSize(n: number): number {
+    const g = m.graphBatch;
+    if (!g) return n;
+    const size = g.sizes.find((s) => s >= n);
+    if (size === undefined || size === n) return n;
+    for (let i = n; i < size; i++) {
+      batch.token[i] = 0;
+      batch.pos[i] = 0;
+      batch.seqId[i] = m.maxBatch + i - n;
+      batch.logits[i] = 1;
+    }
+    setBatchSize(batch, size);
+    stats.graphPaddedStepsTotal++;
+    stats.graphPaddingRowsTotal += size - n;
+    return size;
+  }
+
+  /** Frees the cells the padding rows of the last step took. */
+  function dropPadding(count: number): void {
+    for (let k = 0; k < count; k++) memorySeqRm(m.llama, m.mem, m.maxBatch + k, -1, -1);
+  }
+
   function put(i: number, token: number, pos: number, seq: number, logits: boolean): void {
     slotTokens[seq].push(token);
     batch.token[i] = token;
@@ -832,12 +867,14 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
           mark("io");
           continue;
         }
+        const rows = padToGraphSize(n);
         let rc: number;
-        if (n <= SYNC_DECODE_MAX_ROWS) {
+        if (rows <= SYNC_DECODE_MAX_ROWS) {
           rc = decodeSync(m.llama, m.ctx, batch);
         } else {
           rc = await decode(m.llama, m.ctx, batch);
         }
+        if (rows > n) dropPadding(rows - n);
         mark("decode");
         stats.decodeSteps++;
         if (rc !== 0) {
@@ -861,11 +898,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
         mark("sample");
         // The events just pushed reach their sockets, and new requests get in, before the next
         // step blocks the thread again.
-        if (n <= SYNC_DECODE_MAX_ROWS) {
-          for (let t = Number(Deno.env.get("TURNS") ?? 1); t > 0; t--) {
-            await ioTurn(m.llama);
-          }
-        }
+        if (rows <= SYNC_DECODE_MAX_ROWS) await ioTurn(m.llama);
         mark("io");
       }
     } finally {
