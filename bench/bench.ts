@@ -62,6 +62,8 @@ options of the inference benchmark:
   --concurrency LIST    comma-separated client counts, each 1..--max-batch (default 1,8,32)
   --requests N          requests each client issues back to back (default 2)
   --lib-runs N          library-limit runs per concurrency; the best is kept (default 2)
+  --rounds N            with --peer: Hearth and llama-server phases alternate N times per
+                        concurrency (HP, PH, ...); the median round is reported (default 3)
   --max-batch N         server sequences and llama-server -np (default 32)
   --max-seq-len N       context per sequence (default prompt+gen+1 rounded up to 64)
   --peer                also measure llama.cpp's llama-server (built once, ~5 min on 2 cores)
@@ -77,6 +79,7 @@ type Args = {
   concurrency: number[];
   requests: number;
   libRuns: number;
+  rounds: number;
   maxBatch: number;
   maxSeqLen: number;
   peer: boolean;
@@ -93,6 +96,7 @@ function parseArgs(argv: string[]): Args {
     concurrency: [1, 8, 32],
     requests: 2,
     libRuns: 2,
+    rounds: 3,
     maxBatch: 32,
     maxSeqLen: 0,
     peer: false,
@@ -140,6 +144,10 @@ function parseArgs(argv: string[]): Args {
         break;
       case "--lib-runs":
         a.libRuns = int(flag, v);
+        i++;
+        break;
+      case "--rounds":
+        a.rounds = int(flag, v);
         i++;
         break;
       case "--max-batch":
@@ -617,6 +625,62 @@ async function sweep(
   return out;
 }
 
+/** One concurrency measured in alternating rounds against both servers. */
+type PairedRounds = { hearth: Phase[]; peer: Phase[]; ratios: number[] };
+
+/**
+ * The host's speed drifts by ±10% over minutes (other tenants, clocks), more than the differences
+ * measured here; phases run back to back in alternating order (HP, PH, HP, ...) so both servers
+ * see the same drift, and each round gives a paired ratio. Both servers stay up; the idle one
+ * waits on a condition variable and takes no CPU.
+ */
+async function sweepPaired(
+  hearthUrl: string,
+  peerUrl: string,
+  a: Args,
+  variants: { next: number },
+): Promise<PairedRounds[]> {
+  for (const url of [hearthUrl, peerUrl]) {
+    await streamCompletion(url, promptIds(a.promptTokens, variants.next++), 8);
+  }
+  const out: PairedRounds[] = [];
+  for (const c of a.concurrency) {
+    const r: PairedRounds = { hearth: [], peer: [], ratios: [] };
+    for (let round = 0; round < a.rounds; round++) {
+      const order = round % 2 === 0 ? ["hearth", "peer"] as const : ["peer", "hearth"] as const;
+      for (const who of order) {
+        const url = who === "hearth" ? hearthUrl : peerUrl;
+        const before = who === "hearth" ? await loopCounters(url) : undefined;
+        const p = await drive(url, c, a.requests, a, variants);
+        if (before) p.loop = perToken(before, await loopCounters(url));
+        r[who].push(p);
+      }
+      const ratio = r.hearth[round].genTps / r.peer[round].genTps;
+      r.ratios.push(ratio);
+      console.error(
+        `bench:   c=${c} round ${round + 1}/${a.rounds}: Hearth ${
+          r.hearth[round].genTps.toFixed(1)
+        }, llama-server ${r.peer[round].genTps.toFixed(1)} tok/s, ratio ${ratio.toFixed(3)}`,
+      );
+    }
+    out.push(r);
+  }
+  return out;
+}
+
+/** The median; the mean of the two middle values for an even count. */
+function middle(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const h = Math.floor(s.length / 2);
+  return s.length % 2 ? s[h] : (s[h - 1] + s[h]) / 2;
+}
+
+/** The phase with the median tok/s (the lower middle one for an even count). */
+function medianPhase(ps: Phase[]): Phase {
+  const sorted = [...ps].sort((x, y) => x.genTps - y.genTps);
+  return sorted[Math.floor((sorted.length - 1) / 2)];
+}
+
 // ---------------------------------------------------------------- the server
 
 /** Single sequence through `POST /v1/completions` with streaming, timed at the client. */
@@ -671,8 +735,10 @@ type ConcurrencyRow = {
   /** server / library-limit generated tok/s; the issue's target is >= 0.9. */
   ratio: number;
   peer?: Phase;
-  /** server / llama-server generated tok/s. */
+  /** server / llama-server generated tok/s: the median of the rounds' paired ratios. */
   ratioToPeer?: number;
+  /** Every round of both servers, when measured with --peer. */
+  rounds?: PairedRounds;
 };
 
 /** The other suites run as their own scripts, each measuring in a clean process. */
@@ -768,58 +834,65 @@ if (import.meta.main) {
   // Prompt variants are unique across the whole run, so no request can hit a cached prefix.
   const variants = { next: 1_000 };
   loads.push(snapshot("server"));
-  console.error("bench: concurrency, server...");
   const srv = await startServer(hearthArgs(path, a.maxBatch, a.maxSeqLen, threads), {
     timeoutMs: 300_000,
   });
   let server: Phase[];
   let hearthJson: Phase[] = [];
+  let peer: Phase[] | undefined;
+  let paired: PairedRounds[] | undefined;
+  const peerJson: Phase[] = [];
+  let peerJsonError: string | undefined;
   try {
-    server = await sweep(srv.url, a, variants, {}, true);
-    if (a.constrained) {
-      console.error("bench: JSON-schema constrained, server...");
-      hearthJson = await sweep(srv.url, a, variants, JSON_HEARTH);
+    if (peerBuild) {
+      console.error(
+        `bench: concurrency, Hearth and llama-server in ${a.rounds} alternating rounds...`,
+      );
+      const p = await startLlamaServer(peerBuild.bin, path, {
+        ctx: a.maxSeqLen * a.maxBatch,
+        parallel: a.maxBatch,
+        threads,
+      });
+      try {
+        paired = await sweepPaired(srv.url, p.url, a, variants);
+        server = paired.map((r) => medianPhase(r.hearth));
+        peer = paired.map((r) => medianPhase(r.peer));
+        if (a.constrained) {
+          console.error("bench: JSON-schema constrained, server...");
+          hearthJson = await sweep(srv.url, a, variants, JSON_HEARTH);
+          loads.push(snapshot("peer"));
+          console.error("bench: JSON-schema constrained, llama-server...");
+          // llama-server has been seen to die in this phase at concurrency 32 (the connection
+          // closes mid-request); the run keeps the phases it finished and says so.
+          try {
+            for (const c of a.concurrency) {
+              peerJson.push(await drive(p.url, c, a.requests, a, variants, JSON_PEER));
+              const q = peerJson[peerJson.length - 1];
+              console.error(
+                `bench:   c=${c}: ${q.genTps.toFixed(1)} tok/s, TTFT p50 ${
+                  q.ttftP50Ms.toFixed(0)
+                } ms, ` +
+                  `ITL p50/p99 ${f1(q.itlP50Ms)}/${f1(q.itlP99Ms)} ms`,
+              );
+            }
+          } catch (e) {
+            peerJsonError = (e as Error).message.split("\n")[0];
+            console.error(`bench: llama-server failed in the constrained phase: ${peerJsonError}`);
+          }
+        }
+      } finally {
+        await p.stop();
+      }
+    } else {
+      console.error("bench: concurrency, server...");
+      server = await sweep(srv.url, a, variants, {}, true);
+      if (a.constrained) {
+        console.error("bench: JSON-schema constrained, server...");
+        hearthJson = await sweep(srv.url, a, variants, JSON_HEARTH);
+      }
     }
   } finally {
     await srv.stop();
-  }
-
-  let peer: Phase[] | undefined;
-  const peerJson: Phase[] = [];
-  let peerJsonError: string | undefined;
-  if (peerBuild) {
-    loads.push(snapshot("peer"));
-    console.error("bench: concurrency, llama-server...");
-    const p = await startLlamaServer(peerBuild.bin, path, {
-      ctx: a.maxSeqLen * a.maxBatch,
-      parallel: a.maxBatch,
-      threads,
-    });
-    try {
-      peer = await sweep(p.url, a, variants);
-      if (a.constrained) {
-        console.error("bench: JSON-schema constrained, llama-server...");
-        // llama-server has been seen to die in this phase at concurrency 32 (the connection
-        // closes mid-request); the run keeps the phases it finished and says so.
-        try {
-          for (const c of a.concurrency) {
-            peerJson.push(await drive(p.url, c, a.requests, a, variants, JSON_PEER));
-            const q = peerJson[peerJson.length - 1];
-            console.error(
-              `bench:   c=${c}: ${q.genTps.toFixed(1)} tok/s, TTFT p50 ${
-                q.ttftP50Ms.toFixed(0)
-              } ms, ` +
-                `ITL p50/p99 ${f1(q.itlP50Ms)}/${f1(q.itlP99Ms)} ms`,
-            );
-          }
-        } catch (e) {
-          peerJsonError = (e as Error).message.split("\n")[0];
-          console.error(`bench: llama-server failed in the constrained phase: ${peerJsonError}`);
-        }
-      }
-    } finally {
-      await p.stop();
-    }
   }
   const constrained: ConstrainedRow[] = hearthJson.map((json, i) => ({
     concurrency: json.concurrency,
@@ -853,7 +926,9 @@ if (import.meta.main) {
     library: limits[i],
     ratio: server[i].genTps / limits[i].genTps,
     peer: peer?.[i],
-    ratioToPeer: peer ? server[i].genTps / peer[i].genTps : undefined,
+    // Paired rounds: the median of the rounds' own ratios, so drift between rounds cancels.
+    ratioToPeer: paired ? middle(paired[i].ratios) : undefined,
+    rounds: paired?.[i],
   }));
   const head = [
     "concurrency",
@@ -887,6 +962,15 @@ if (import.meta.main) {
         : []),
     ]),
   ));
+  if (paired) {
+    console.log(
+      `vs llama-server: median of ${a.rounds} paired rounds (Hearth and llama-server back to ` +
+        `back, alternating order); tok/s and latencies are each server's median round. ` +
+        `Rounds: ${
+          rows.map((r) => `c=${r.concurrency} ${r.rounds!.ratios.map(f3).join("/")}`).join(", ")
+        }`,
+    );
+  }
   console.log(
     `library incl. prefill tok/s: ${
       rows.map((r) => `c=${r.concurrency} ${f1(r.library.withPrefillTps)}`).join(", ")
