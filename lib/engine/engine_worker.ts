@@ -105,7 +105,11 @@ function handle(msg: ToWorker): void {
   switch (msg.type) {
     case "init": {
       control = new Int32Array(msg.control);
-      engine = createScheduler(modelFromHandles(msg.handles), { ...msg.opts, onStep });
+      engine = createScheduler(modelFromHandles(msg.handles), {
+        ...msg.opts,
+        onStep,
+        syncDecode: true,
+      });
       post({ type: "ready" });
       return;
     }

@@ -78,11 +78,13 @@ import { endText, newTextStream, pushPiece, type TextStream } from "./text_strea
 const SYNC_DECODE_MAX_ROWS = 64;
 const NO_DRAFTS: number[] = [];
 /**
- * Measured on 2 cores with the `small` preset, 8 and 32 prompts of 128 tokens arriving at once:
- * a 2048-token step makes every first token wait for all prompts (TTFT p50 1.4 s at 8); 256 per
- * step lets them out in pairs, and prefill throughput per token stays the same.
+ * Prompt tokens per step beside running streams: one full ubatch. Measured on 2 cores with the
+ * `small` preset against llama-server in paired rounds (`deno task bench --peer`): 256 per
+ * step, also for prompts arriving together, let first tokens out in pairs (TTFT p50 2.0 s
+ * against 3.0 s at 32) but staggered the streams, so every later step carried fewer of them and
+ * more steps carried a prompt chunk: 0.95x llama-server's tok/s and 3.5x its ITL p99 at 32.
  */
-export const PREFILL_CHUNK = 256;
+export const PREFILL_CHUNK = 512;
 
 export type GenRequest = {
   prompt: Int32Array;
@@ -309,6 +311,12 @@ export type SchedulerOptions = {
    * consumers (the worker thread posts them and reads its messages here).
    */
   onStep?: () => Promise<void> | void;
+  /**
+   * Decode every step on this thread, however large. For a thread that serves nothing else (the
+   * engine worker): its messages wait for the step's end either way, and a large step handed to
+   * a blocking-pool thread costs a hop there and back (see `SYNC_DECODE_MAX_ROWS`).
+   */
+  syncDecode?: boolean;
 };
 
 export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Scheduler {
@@ -647,12 +655,9 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
         headsFailed(e);
       }
     }
-    // A lone prompt with nobody waiting on it goes in steps as large as the batch allows.
-    let prefilling = 0;
-    for (const seq of running) if (seq.pending < 0 && seq.fed < seq.req.prompt.length) prefilling++;
-    if (prefillBudget < budget || prefilling > 1) {
-      prefillBudget = Math.min(prefillBudget, prefillChunk);
-    }
+    // Prompts with nobody generating go in steps as large as the batch allows; beside running
+    // streams they go in chunks, so that those streams wait for one chunk per token at most.
+    if (prefillBudget < budget) prefillBudget = Math.min(prefillBudget, prefillChunk);
     let n = 0;
     for (const seq of running) {
       seq.logitIndex = -1;
@@ -869,7 +874,8 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
         }
         const rows = padToGraphSize(n);
         let rc: number;
-        if (rows <= SYNC_DECODE_MAX_ROWS) {
+        const sync = opts.syncDecode || rows <= SYNC_DECODE_MAX_ROWS;
+        if (sync) {
           rc = decodeSync(m.llama, m.ctx, batch);
         } else {
           rc = await decode(m.llama, m.ctx, batch);
@@ -898,7 +904,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
         mark("sample");
         // The events just pushed reach their sockets, and new requests get in, before the next
         // step blocks the thread again.
-        if (rows <= SYNC_DECODE_MAX_ROWS) await ioTurn(m.llama);
+        if (sync) await ioTurn(m.llama);
         mark("io");
       }
     } finally {
