@@ -5,19 +5,11 @@ import assert from "node:assert/strict";
 import { graphBatchLayout } from "../lib/engine/graph_batch.ts";
 import { loadEngineModel, unloadEngineModel } from "../lib/engine/model.ts";
 import { defaultSampling, type Sampling } from "../lib/engine/sampling.ts";
-import { createScheduler, type GenEvent, type GenRequest } from "../lib/engine/scheduler.ts";
+import { createScheduler, type GenRequest } from "../lib/engine/scheduler.ts";
 import { memorySeqPosMax } from "../ffi/mod.ts";
 import { tinyModelPath } from "./support/models.ts";
+import { streamText as text } from "./support/tiny_engine.ts";
 import { startServer } from "./support/server.ts";
-
-async function text(events: AsyncIterable<GenEvent>): Promise<string> {
-  let t = "";
-  for await (const ev of events) {
-    if (ev.type === "text") t += ev.text;
-    if (ev.type === "error") throw new Error(ev.message);
-  }
-  return t;
-}
 
 const prompts = [[128000, 9906, 1917], [128000, 791, 6864, 315], [128000, 13347]];
 

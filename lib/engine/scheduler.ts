@@ -286,10 +286,9 @@ export type SchedulerOptions = {
   /** Tokens per decode step (decode tokens first, prompt chunks fill the rest). */
   stepBudget?: number;
   /**
-   * Prompt tokens per step (default `PREFILL_CHUNK`). Prompts that arrive together are then
-   * computed a chunk at a time in arrival order instead of in one long step: the first of them
-   * starts streaming while the others are still computed, and sequences already generating keep
-   * getting a token every step instead of stalling behind every prompt.
+   * Prompt tokens per step while other sequences generate (default `PREFILL_CHUNK`): they keep
+   * getting a token every step instead of stalling behind a whole long prompt. While nobody
+   * generates, prompts take the whole step budget.
    */
   prefillChunk?: number;
   /** Requests allowed to wait for a free sequence before `busy` refusals. */

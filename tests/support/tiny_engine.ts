@@ -10,7 +10,7 @@
  * @module
  */
 import { type EngineModel, loadEngineModel } from "../../lib/engine/model.ts";
-import { createScheduler, type Scheduler } from "../../lib/engine/scheduler.ts";
+import { createScheduler, type GenEvent, type Scheduler } from "../../lib/engine/scheduler.ts";
 import { tinyModelPath } from "./models.ts";
 
 let shared: Promise<{ m: EngineModel; engine: Scheduler }> | undefined;
@@ -26,4 +26,14 @@ export function tinyEngine(): Promise<{ m: EngineModel; engine: Scheduler }> {
     return { m, engine: createScheduler(m) };
   })();
   return shared;
+}
+
+/** A generation's text; throws on an error event. */
+export async function streamText(events: AsyncIterable<GenEvent>): Promise<string> {
+  let t = "";
+  for await (const ev of events) {
+    if (ev.type === "text") t += ev.text;
+    if (ev.type === "error") throw new Error(ev.message);
+  }
+  return t;
 }
