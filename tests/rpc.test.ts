@@ -80,6 +80,22 @@ async function chat(url: string): Promise<string> {
 
 const SERVE = ["--max-batch", "2", "--max-seq-len", "512", "--threads", "1"];
 
+/** `hearth serve` on a free loopback port with `extra` flags, run to its exit. */
+function serveOnce(model: string, extra: string[]) {
+  const port = String(freePort());
+  return runMain([
+    "serve",
+    "--model",
+    model,
+    ...SERVE,
+    "--host",
+    "127.0.0.1",
+    "--port",
+    port,
+    ...extra,
+  ]);
+}
+
 Deno.test("rpc: a model split over two loopback rpc-servers gives a single process's greedy output", async () => {
   await buildRpc(); // cached after the suite's setup
   const model = await tinyModelPath();
@@ -124,18 +140,7 @@ Deno.test("rpc: a model split over two loopback rpc-servers gives a single proce
     assert.match(a.output(), /Accepted client connection/);
 
     // An RPC server serves one client at a time: a second Hearth is told so, not crashed.
-    const second = await runMain([
-      "serve",
-      "--model",
-      model,
-      ...SERVE,
-      "--host",
-      "127.0.0.1",
-      "--port",
-      String(freePort()),
-      "--master-addr",
-      a.endpoint,
-    ]);
+    const second = await serveOnce(model, ["--master-addr", a.endpoint]);
     assert.equal(second.code, 1);
     assert.match(second.stderr, /did not answer within 5 s \(an RPC server serves one client/);
 
@@ -159,15 +164,7 @@ Deno.test("rpc: a model split over two loopback rpc-servers gives a single proce
     assert.match(one.stderr(), /layer +\d+ assigned to device RPC0/);
     assert.doesNotMatch(one.stderr(), /assigned to device RPC1/);
     await one.stop(); // an RPC server serves one client at a time
-    const tooMany = await runMain([
-      "serve",
-      "--model",
-      model,
-      ...SERVE,
-      "--host",
-      "127.0.0.1",
-      "--port",
-      String(freePort()),
+    const tooMany = await serveOnce(model, [
       "--num-ranks",
       "3",
       "--local-num-ranks",
@@ -187,18 +184,7 @@ Deno.test("rpc: a model split over two loopback rpc-servers gives a single proce
       () => new Response("hi"),
     );
     const http = `127.0.0.1:${web.addr.port}`;
-    const wrong = await runMain([
-      "serve",
-      "--model",
-      model,
-      ...SERVE,
-      "--host",
-      "127.0.0.1",
-      "--port",
-      String(freePort()),
-      "--master-addr",
-      http,
-    ]);
+    const wrong = await serveOnce(model, ["--master-addr", http]);
     await web.shutdown();
     assert.equal(wrong.code, 1);
     assert.match(
@@ -227,18 +213,7 @@ Deno.test("rpc: bad endpoints, an unreachable server and a busy port are refused
   }
 
   const nobody = `127.0.0.1:${freePort()}`;
-  const down = await run([
-    "serve",
-    "--model",
-    model,
-    ...SERVE,
-    "--port",
-    String(freePort()),
-    "--host",
-    "127.0.0.1",
-    "--master-addr",
-    nobody,
-  ]);
+  const down = await serveOnce(model, ["--master-addr", nobody]);
   assert.equal(down.code, 1);
   assert.match(down.stderr, new RegExp(`RPC server ${nobody} refused the connection`));
 
