@@ -16,10 +16,11 @@
 import { modelFromHandles, type ModelHandles } from "./model.ts";
 import {
   createScheduler,
+  type EventSink,
   type GenEvent,
   type GenRequest,
   isRefusal,
-  type Scheduler,
+  type LocalScheduler,
   type SchedulerOptions,
 } from "./scheduler.ts";
 
@@ -47,7 +48,7 @@ export type FromWorker =
 // deno-lint-ignore no-explicit-any
 const post = (m: FromWorker) => (self as any).postMessage(m);
 
-let engine: Scheduler | undefined;
+let engine: LocalScheduler | undefined;
 let control: Int32Array | undefined;
 let seen = 0;
 const aborts = new Map<number, AbortController>();
@@ -82,23 +83,33 @@ async function onStep(): Promise<void> {
   }
 }
 
-async function pump(id: number, events: AsyncIterable<GenEvent>): Promise<void> {
-  try {
-    let first = true;
-    for await (const ev of events) {
+/**
+ * A request's events go straight into the next post: the scheduler pushes them as the step that
+ * made them ends, so they leave with the flush at the top of the next iteration. (Iterating the
+ * scheduler's channel instead took promise turns that often landed after that flush: a step's
+ * tokens then left a step late, and two steps' at once.)
+ */
+function sinkFor(id: number): EventSink {
+  let first = true;
+  let closed = false;
+  return {
+    push(ev) {
+      if (closed) return;
       if (first) {
         first = false;
         statsDue = true;
       }
       batch.push([id, ev]);
-    }
-  } catch (e) {
-    batch.push([id, { type: "error", message: (e as Error).message }]);
-  }
-  ended.push(id);
-  aborts.delete(id);
-  // A request that ends while the loop is idle (refused, cancelled) still gets its news out.
-  queueMicrotask(() => engine!.idle().then(flush));
+    },
+    close() {
+      if (closed) return;
+      closed = true;
+      ended.push(id);
+      aborts.delete(id);
+      // A request that ends while the loop is idle (refused, cancelled) still gets its news out.
+      queueMicrotask(() => engine!.idle().then(flush));
+    },
+  };
 }
 
 function handle(msg: ToWorker): void {
@@ -116,9 +127,8 @@ function handle(msg: ToWorker): void {
     case "submit": {
       const ac = new AbortController();
       aborts.set(msg.id, ac);
-      let events: AsyncIterable<GenEvent>;
       try {
-        events = engine!.submit({ ...msg.req, signal: ac.signal });
+        engine!.submitTo({ ...msg.req, signal: ac.signal }, sinkFor(msg.id));
       } catch (e) {
         const kind = isRefusal(e) ? e.kind : "invalid";
         batch.push([msg.id, { type: "error", message: `${kind}: ${(e as Error).message}` }]);
@@ -127,7 +137,6 @@ function handle(msg: ToWorker): void {
         flush();
         return;
       }
-      pump(msg.id, events);
       return;
     }
     case "cancel":

@@ -39,7 +39,7 @@ import {
   setBatchSize,
   tokenToPiece,
 } from "../../ffi/mod.ts";
-import { type Channel, newChannel } from "./channel.ts";
+import { newChannel } from "./channel.ts";
 import {
   freeGrammarSampler,
   newGrammarSampler,
@@ -77,15 +77,6 @@ import { endText, newTextStream, pushPiece, type TextStream } from "./text_strea
  */
 const SYNC_DECODE_MAX_ROWS = 64;
 const NO_DRAFTS: number[] = [];
-/**
- * Prompt tokens per step beside running streams: one full ubatch. Measured on 2 cores with the
- * `small` preset against llama-server in paired rounds (`deno task bench --peer`): 256 per
- * step, also for prompts arriving together, let first tokens out in pairs (TTFT p50 2.0 s
- * against 3.0 s at 32) but staggered the streams, so every later step carried fewer of them and
- * more steps carried a prompt chunk: 0.95x llama-server's tok/s and 3.5x its ITL p99 at 32.
- */
-export const PREFILL_CHUNK = 512;
-
 export type GenRequest = {
   prompt: Int32Array;
   /** GBNF the output must match (structured outputs); checked with `checkGrammar` first. */
@@ -250,10 +241,25 @@ export type Scheduler = {
   exclusive<T>(fn: () => Promise<T> | T): Promise<T>;
 };
 
+/**
+ * Takes a request's events as the step that made them ends, with no async hop: the engine worker
+ * posts them straight after the step. `close` comes after the last event.
+ */
+export type EventSink = { push(ev: GenEvent): void; close(): void };
+
+/** The scheduler as its own thread drives it: `submitTo` delivers events to a sink. */
+export type LocalScheduler = Scheduler & {
+  /** As `submit`, but events go to `sink` synchronously; cancel through `req.signal`. */
+  submitTo(req: GenRequest, sink: EventSink): void;
+};
+
+/** A request's event outlet: a channel (`submit`) or a caller's sink (`submitTo`). */
+type Outlet = { push(ev: GenEvent): void; close(): void; readonly cancelled: boolean };
+
 type Seq = {
   slot: number;
   req: GenRequest;
-  out: Channel<GenEvent>;
+  out: Outlet;
   chain?: SamplerPtr;
   /** The chain runs inside the decode graph: no logits row is copied out for this sequence. */
   backend: boolean;
@@ -285,12 +291,6 @@ const PROMPT_LOGIT_ROWS = 128;
 export type SchedulerOptions = {
   /** Tokens per decode step (decode tokens first, prompt chunks fill the rest). */
   stepBudget?: number;
-  /**
-   * Prompt tokens per step while other sequences generate (default `PREFILL_CHUNK`): they keep
-   * getting a token every step instead of stalling behind a whole long prompt. While nobody
-   * generates, prompts take the whole step budget.
-   */
-  prefillChunk?: number;
   /** Requests allowed to wait for a free sequence before `busy` refusals. */
   maxWaiting?: number;
   /** Sample in the decode graph where a request allows it (default true). */
@@ -311,16 +311,17 @@ export type SchedulerOptions = {
    */
   onStep?: () => Promise<void> | void;
   /**
-   * Decode every step on this thread, however large. For a thread that serves nothing else (the
-   * engine worker): its messages wait for the step's end either way, and a large step handed to
-   * a blocking-pool thread costs a hop there and back (see `SYNC_DECODE_MAX_ROWS`).
+   * Decode every step on this thread, however large, and take no I/O turn after it. For a thread
+   * that serves nothing else (the engine worker, which receives its messages in `onStep`): they
+   * wait for the step's end either way, a large step handed to a blocking-pool thread costs a hop
+   * there and back (see `SYNC_DECODE_MAX_ROWS`), and an I/O turn wakes a pool thread that takes a
+   * core from ggml's for nothing.
    */
   syncDecode?: boolean;
 };
 
-export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Scheduler {
+export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): LocalScheduler {
   const budget = Math.min(opts.stepBudget ?? m.nBatch, m.nBatch);
-  const prefillChunk = Math.max(1, opts.prefillChunk ?? PREFILL_CHUNK);
   const maxWaiting = opts.maxWaiting ?? 1024;
   // Room for padding a small step up to the largest graph size, whatever the step budget.
   const batch: Batch = newBatch(Math.max(budget, m.graphBatch?.sizes.at(-1) ?? 0));
@@ -351,6 +352,16 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
   let idleWaiters: (() => void)[] = [];
 
   function submit(req: GenRequest): AsyncIterable<GenEvent> {
+    const ch = newChannel<GenEvent>(() => wakeLoop());
+    enqueue(req, ch);
+    return ch.iterable;
+  }
+
+  function submitTo(req: GenRequest, sink: EventSink): void {
+    enqueue(req, { push: sink.push, close: sink.close, cancelled: false });
+  }
+
+  function enqueue(req: GenRequest, out: Outlet): void {
     checkRequest(m, req);
     if (waiting.length >= maxWaiting) {
       throw refusal("busy", `the queue is full (${waiting.length} requests waiting)`);
@@ -358,7 +369,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
     const seq: Seq = {
       slot: -1,
       req,
-      out: newChannel<GenEvent>(() => wakeLoop()),
+      out,
       backend: false,
       drafts: NO_DRAFTS,
       fed: 0,
@@ -379,11 +390,10 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
     if (req.maxTokens <= 0 && req.promptLogprobs === undefined && !req.exportKv) {
       seq.out.push(done(seq, "length"));
       seq.out.close();
-      return seq.out.iterable;
+      return;
     }
     waiting.push(seq);
     wakeLoop();
-    return seq.out.iterable;
   }
 
   function done(seq: Seq, finishReason: FinishReason, stopString?: string): GenEvent {
@@ -654,9 +664,11 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
         headsFailed(e);
       }
     }
-    // Prompts with nobody generating go in steps as large as the batch allows; beside running
-    // streams they go in chunks, so that those streams wait for one chunk per token at most.
-    if (prefillBudget < budget) prefillBudget = Math.min(prefillBudget, prefillChunk);
+    // Prompts take all the budget the generating rows leave, as llama-server and vLLM do.
+    // Smaller chunks beside running streams (256 or 512 tokens) were measured in paired rounds
+    // against llama-server (2 cores, `small` preset): each stall was shorter but every running
+    // stream met several, so ITL p99 at 32 streams was 0.86-1.07 s against llama-server's
+    // 0.29-1.6 s, and 0.24 s with whole-budget steps; TTFT and tok/s were no better.
     let n = 0;
     for (const seq of running) {
       seq.logitIndex = -1;
@@ -903,7 +915,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
         mark("sample");
         // The events just pushed reach their sockets, and new requests get in, before the next
         // step blocks the thread again.
-        if (sync) await ioTurn(m.llama);
+        if (sync && !opts.syncDecode) await ioTurn(m.llama);
         mark("io");
       }
     } finally {
@@ -950,6 +962,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Sc
   return {
     model: m,
     submit,
+    submitTo,
     exclusive,
     stats: () => ({
       running: running.length,
