@@ -62,8 +62,11 @@ options of the inference benchmark:
   --concurrency LIST    comma-separated client counts, each 1..--max-batch (default 1,8,32)
   --requests N          requests each client issues back to back (default 2)
   --lib-runs N          library-limit runs per concurrency; the best is kept (default 2)
-  --rounds N            with --peer: Hearth and llama-server phases alternate N times per
-                        concurrency (HP, PH, ...); the median round is reported (default 3)
+  --rounds N            with --peer: Hearth, llama-server and the library loop take turns
+                        N times per concurrency (HPL, PLH, LHP, ...), each round giving paired
+                        ratios; the median round is reported (default 3)
+  --round-seconds N     with --peer: more rounds, up to 5x --rounds, until a concurrency's
+                        rounds took N seconds, so short phases (c=1) get as many (default 60)
   --max-batch N         server sequences and llama-server -np (default 32)
   --max-seq-len N       context per sequence (default prompt+gen+1 rounded up to 64)
   --peer                also measure llama.cpp's llama-server (built once, ~5 min on 2 cores)
@@ -80,6 +83,7 @@ type Args = {
   requests: number;
   libRuns: number;
   rounds: number;
+  roundSeconds: number;
   maxBatch: number;
   maxSeqLen: number;
   peer: boolean;
@@ -97,6 +101,7 @@ function parseArgs(argv: string[]): Args {
     requests: 2,
     libRuns: 2,
     rounds: 3,
+    roundSeconds: 60,
     maxBatch: 32,
     maxSeqLen: 0,
     peer: false,
@@ -148,6 +153,10 @@ function parseArgs(argv: string[]): Args {
         break;
       case "--rounds":
         a.rounds = int(flag, v);
+        i++;
+        break;
+      case "--round-seconds":
+        a.roundSeconds = int(flag, v, 0);
         i++;
         break;
       case "--max-batch":
@@ -625,18 +634,37 @@ async function sweep(
   return out;
 }
 
-/** One concurrency measured in alternating rounds against both servers. */
-type PairedRounds = { hearth: Phase[]; peer: Phase[]; ratios: number[] };
+/** One concurrency measured in rounds: both servers and the library loop, taking turns. */
+type PairedRounds = {
+  hearth: Phase[];
+  peer: Phase[];
+  library: LibLimit[];
+  /** Hearth / llama-server tok/s, per round. */
+  ratios: number[];
+  /** Hearth / library tok/s (prefill included), per round. */
+  libraryRatios: number[];
+};
+
+type Turn = "hearth" | "peer" | "library";
+const TURNS: Turn[][] = [
+  ["hearth", "peer", "library"],
+  ["peer", "library", "hearth"],
+  ["library", "hearth", "peer"],
+];
 
 /**
  * The host's speed drifts by ±10% over minutes (other tenants, clocks), more than the differences
- * measured here; phases run back to back in alternating order (HP, PH, HP, ...) so both servers
- * see the same drift, and each round gives a paired ratio. Both servers stay up; the idle one
- * waits on a condition variable and takes no CPU.
+ * measured here; the two servers and the library loop run back to back in rotating order (HPL,
+ * PLH, LHP, ...) so all three see the same drift, and each round gives paired ratios. Both
+ * servers stay up; an idle one waits on a condition variable and takes no CPU. A concurrency
+ * gets at least `--rounds` rounds and more, up to five times as many, until its rounds took
+ * `--round-seconds`: a c=1 phase lasts seconds, and a few short rounds are at the mercy of one
+ * slow moment.
  */
 async function sweepPaired(
   hearthUrl: string,
   peerUrl: string,
+  library: (c: number) => Promise<LibLimit>,
   a: Args,
   variants: { next: number },
 ): Promise<PairedRounds[]> {
@@ -645,22 +673,31 @@ async function sweepPaired(
   }
   const out: PairedRounds[] = [];
   for (const c of a.concurrency) {
-    const r: PairedRounds = { hearth: [], peer: [], ratios: [] };
-    for (let round = 0; round < a.rounds; round++) {
-      const order = round % 2 === 0 ? ["hearth", "peer"] as const : ["peer", "hearth"] as const;
-      for (const who of order) {
+    const r: PairedRounds = { hearth: [], peer: [], library: [], ratios: [], libraryRatios: [] };
+    const t0 = performance.now();
+    for (let round = 0;; round++) {
+      const spent = (performance.now() - t0) / 1000;
+      if (round >= a.rounds && (spent >= a.roundSeconds || round >= 5 * a.rounds)) break;
+      for (const who of TURNS[round % TURNS.length]) {
+        if (who === "library") {
+          r.library.push(await library(c));
+          continue;
+        }
         const url = who === "hearth" ? hearthUrl : peerUrl;
         const before = who === "hearth" ? await loopCounters(url) : undefined;
         const p = await drive(url, c, a.requests, a, variants);
         if (before) p.loop = perToken(before, await loopCounters(url));
         r[who].push(p);
       }
-      const ratio = r.hearth[round].genTps / r.peer[round].genTps;
-      r.ratios.push(ratio);
+      const h = r.hearth[round].genTps;
+      r.ratios.push(h / r.peer[round].genTps);
+      r.libraryRatios.push(h / r.library[round].withPrefillTps);
       console.error(
-        `bench:   c=${c} round ${round + 1}/${a.rounds}: Hearth ${
-          r.hearth[round].genTps.toFixed(1)
-        }, llama-server ${r.peer[round].genTps.toFixed(1)} tok/s, ratio ${ratio.toFixed(3)}`,
+        `bench:   c=${c} round ${round + 1}: Hearth ${h.toFixed(1)}, llama-server ${
+          r.peer[round].genTps.toFixed(1)
+        }, library ${r.library[round].withPrefillTps.toFixed(1)} tok/s; ratios ${
+          r.ratios[round].toFixed(3)
+        } / ${r.libraryRatios[round].toFixed(3)}`,
       );
     }
     out.push(r);
@@ -673,6 +710,12 @@ function middle(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   const h = Math.floor(s.length / 2);
   return s.length % 2 ? s[h] : (s[h - 1] + s[h]) / 2;
+}
+
+/** The library run with the median tok/s, prefill included (the lower middle one if even). */
+function medianLibrary(ls: LibLimit[]): LibLimit {
+  const sorted = [...ls].sort((x, y) => x.withPrefillTps - y.withPrefillTps);
+  return sorted[Math.floor((sorted.length - 1) / 2)];
 }
 
 /** The phase with the median tok/s (the lower middle one for an even count). */
@@ -732,8 +775,13 @@ type ConcurrencyRow = {
   concurrency: number;
   server: Phase;
   library: LibLimit;
-  /** server / library-limit generated tok/s; the issue's target is >= 0.9. */
+  /** server / library decode steps only (prefill left out: not like for like). */
   ratio: number;
+  /**
+   * server / library with prefill, the like-for-like limit: the median of the rounds' paired
+   * ratios with --peer.
+   */
+  ratioWithPrefill: number;
   peer?: Phase;
   /** server / llama-server generated tok/s: the median of the rounds' paired ratios. */
   ratioToPeer?: number;
@@ -793,35 +841,31 @@ if (import.meta.main) {
   };
   let single: { library: Speeds; server: Speeds } | undefined;
   const limits: LibLimit[] = [];
-  try {
-    if (a.single) {
-      loads.push(snapshot("single"));
-      console.error("bench: single sequence, library...");
-      const libSingle = await singleLibrary(lib, a);
-      console.error("bench: single sequence, server...");
-      const srv = await startServer(hearthArgs(path, 4, 1024, threads), { timeoutMs: 300_000 });
-      try {
-        single = { library: libSingle, server: await singleServer(srv.url, a) };
-      } finally {
-        await srv.stop();
-      }
+  // The library's model and context stay loaded until the concurrency section is done (a failure
+  // on the way exits the process, which frees them).
+  if (a.single) {
+    loads.push(snapshot("single"));
+    console.error("bench: single sequence, library...");
+    const libSingle = await singleLibrary(lib, a);
+    console.error("bench: single sequence, server...");
+    const srv = await startServer(hearthArgs(path, 4, 1024, threads), { timeoutMs: 300_000 });
+    try {
+      single = { library: libSingle, server: await singleServer(srv.url, a) };
+    } finally {
+      await srv.stop();
     }
+  }
+  // With --peer the library loop takes its turns in the paired rounds; without, it runs here.
+  const libCtx = contextFor(lib, a.maxSeqLen * a.maxBatch, a.maxBatch);
+  await libraryLimit(lib, libCtx, 1, { ...a, libRuns: 1, genTokens: 8 }); // warm-up
+  if (!peerBuild) {
     loads.push(snapshot("library"));
     console.error("bench: concurrency, library limit...");
-    const ctx = contextFor(lib, a.maxSeqLen * a.maxBatch, a.maxBatch);
-    try {
-      await libraryLimit(lib, ctx, 1, { ...a, libRuns: 1, genTokens: 8 }); // warm-up
-      for (const c of a.concurrency) {
-        const l = await libraryLimit(lib, ctx, c, a);
-        console.error(`bench:   c=${c}: ${l.genTps.toFixed(1)} tok/s`);
-        limits.push(l);
-      }
-    } finally {
-      freeContext(llama, ctx);
+    for (const c of a.concurrency) {
+      const l = await libraryLimit(lib, libCtx, c, a);
+      console.error(`bench:   c=${c}: ${l.genTps.toFixed(1)} tok/s`);
+      limits.push(l);
     }
-  } finally {
-    freeModel(llama, lib.model);
-    lib.pool?.free();
   }
 
   let speculative: SpeculativeRow[] = [];
@@ -845,8 +889,10 @@ if (import.meta.main) {
   let peerJsonError: string | undefined;
   try {
     if (peerBuild) {
+      loads.push(snapshot("paired"));
       console.error(
-        `bench: concurrency, Hearth and llama-server in ${a.rounds} alternating rounds...`,
+        `bench: concurrency, Hearth, llama-server and the library loop in rounds (at least ` +
+          `${a.rounds} and ${a.roundSeconds} s each)...`,
       );
       const p = await startLlamaServer(peerBuild.bin, path, {
         ctx: a.maxSeqLen * a.maxBatch,
@@ -854,9 +900,11 @@ if (import.meta.main) {
         threads,
       });
       try {
-        paired = await sweepPaired(srv.url, p.url, a, variants);
+        const library = (c: number) => libraryLimit(lib, libCtx, c, { ...a, libRuns: 1 });
+        paired = await sweepPaired(srv.url, p.url, library, a, variants);
         server = paired.map((r) => medianPhase(r.hearth));
         peer = paired.map((r) => medianPhase(r.peer));
+        limits.push(...paired.map((r) => medianLibrary(r.library)));
         if (a.constrained) {
           console.error("bench: JSON-schema constrained, server...");
           hearthJson = await sweep(srv.url, a, variants, JSON_HEARTH);
@@ -893,6 +941,9 @@ if (import.meta.main) {
     }
   } finally {
     await srv.stop();
+    freeContext(llama, libCtx);
+    freeModel(llama, lib.model);
+    lib.pool?.free();
   }
   const constrained: ConstrainedRow[] = hearthJson.map((json, i) => ({
     concurrency: json.concurrency,
@@ -925,6 +976,9 @@ if (import.meta.main) {
     server: server[i],
     library: limits[i],
     ratio: server[i].genTps / limits[i].genTps,
+    ratioWithPrefill: paired
+      ? middle(paired[i].libraryRatios)
+      : server[i].genTps / limits[i].withPrefillTps,
     peer: peer?.[i],
     // Paired rounds: the median of the rounds' own ratios, so drift between rounds cancels.
     ratioToPeer: paired ? middle(paired[i].ratios) : undefined,
@@ -941,15 +995,16 @@ if (import.meta.main) {
   if (peer) head.push("llama-server tok/s", "TTFT p50/p95", "ITL p50/p99", "vs llama-server");
   console.log(
     `\nconcurrency (${a.requests} requests per client, ${a.promptTokens}+${a.genTokens} tokens; ` +
-      `TTFT and inter-token latency (ITL) in ms; library = decode steps incl. sampling)`,
+      `TTFT and inter-token latency (ITL) in ms; library = the same prompts and steps in a ` +
+      `plain FFI loop, prefill and sampling included)`,
   );
   console.log(table(
     head,
     rows.map((r) => [
       String(r.concurrency),
       f1(r.server.genTps),
-      f1(r.library.genTps),
-      f3(r.ratio),
+      f1(r.library.withPrefillTps),
+      f3(r.ratioWithPrefill),
       `${f0(r.server.ttftP50Ms)}/${f0(r.server.ttftP95Ms)}`,
       `${f1(r.server.itlP50Ms)}/${f1(r.server.itlP99Ms)}`,
       ...(peer
@@ -963,17 +1018,19 @@ if (import.meta.main) {
     ]),
   ));
   if (paired) {
+    const list = (f: (r: PairedRounds) => number[]) =>
+      rows.map((r) => `c=${r.concurrency} ${f(r.rounds!).map(f3).join("/")}`).join("; ");
     console.log(
-      `vs llama-server: median of ${a.rounds} paired rounds (Hearth and llama-server back to ` +
-        `back, alternating order); tok/s and latencies are each server's median round. ` +
-        `Rounds: ${
-          rows.map((r) => `c=${r.concurrency} ${r.rounds!.ratios.map(f3).join("/")}`).join(", ")
-        }`,
+      `ratio and vs llama-server: medians of paired rounds (Hearth, llama-server and the ` +
+        `library loop back to back, in rotating order); tok/s and latencies are each one's ` +
+        `median round.\n  vs llama-server by round: ${list((r) => r.ratios)}\n  ` +
+        `vs library by round: ${list((r) => r.libraryRatios)}`,
     );
   }
   console.log(
-    `library incl. prefill tok/s: ${
-      rows.map((r) => `c=${r.concurrency} ${f1(r.library.withPrefillTps)}`).join(", ")
+    `library decode steps only tok/s (prefill left out, not like for like): ${
+      rows.map((r) => `c=${r.concurrency} ${f1(r.library.genTps)} (server ${f3(r.ratio)})`)
+        .join(", ")
     }`,
   );
   const machine = withSteal(loads);
