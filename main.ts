@@ -32,7 +32,7 @@ import { parseMakeModelArgs } from "./lib/cli/make_model_args.ts";
 import { createChatLogger } from "./lib/chat/logger.ts";
 import { compileTemplate } from "./lib/chat/template.ts";
 import { loadEngineModel } from "./lib/engine/model.ts";
-import { describeDevices, pickRankDevices } from "./lib/engine/devices.ts";
+import { describeDevices, onAccelerator, pickRankDevices } from "./lib/engine/devices.ts";
 import {
   loadPdConfig,
   modelFingerprint,
@@ -300,9 +300,15 @@ async function serve(argv: string[]): Promise<void> {
         console.error(`hearth: the model's chat template does not parse: ${(e as Error).message}`);
       }
     }
+    // Draft verification samples every row on the CPU (`--mtp` turns backend sampling off).
+    state.backendSampling = config.mtp === 0 &&
+      (config.backendSampling === "auto"
+        ? onAccelerator(model.devices)
+        : config.backendSampling === "on");
     const engine = await startWorkerEngine(model, {
       maxWaiting: config.maxQueue ?? config.maxBatch * 8,
       draftTokens: config.mtp,
+      backendSampling: state.backendSampling,
     });
     if (pd?.role === "decode") {
       const split = withRemotePrefill(engine, pd, await modelFingerprint(model.path));
@@ -315,7 +321,8 @@ async function serve(argv: string[]): Promise<void> {
       state.engine = engine;
     }
     console.error(
-      `hearth: llama.cpp from ${model.llama.dir}; devices: ${describeDevices(model.devices)}`,
+      `hearth: llama.cpp from ${model.llama.dir}; devices: ${describeDevices(model.devices)}; ` +
+        `backend sampling ${state.backendSampling ? "on" : "off"}`,
     );
     console.error(
       `hearth: model ready: ${model.info.description}, context ${model.nCtxSeq} per sequence, ` +

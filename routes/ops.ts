@@ -40,6 +40,7 @@ export function opsRoutes(state: ServerState): Hono {
       max_batch: m.maxBatch,
       n_batch: m.nBatch,
       graph_batch: m.graphBatch?.sizes ?? null,
+      backend_sampling: state.backendSampling ?? null,
       chat_template: state.template?.source ?? null,
       library: {
         kind: state.library?.kind ?? "cpu",

@@ -1,12 +1,16 @@
 // Backend sampling (the chain computed inside llama.cpp's decode graph) against the CPU chain:
 // greedy output is identical, seeded output is reproducible, requests that need logits (logprobs,
 // grammars) share steps with backend-sampled ones, and a slot's kept chain never leaks into the
-// next request's sampling.
+// next request's sampling. Through `hearth serve`: on a CPU-only host it is off unless
+// `--backend-sampling on` asks for it (it costs more than the CPU chain there).
 import assert from "node:assert/strict";
+import type { DeviceInfo } from "../ffi/mod.ts";
+import { onAccelerator } from "../lib/engine/devices.ts";
 import { loadEngineModel, unloadEngineModel } from "../lib/engine/model.ts";
 import { defaultSampling, type Sampling } from "../lib/engine/sampling.ts";
 import { createScheduler, type GenRequest } from "../lib/engine/scheduler.ts";
 import { tinyModelPath } from "./support/models.ts";
+import { startServer } from "./support/server.ts";
 import { streamText as text } from "./support/tiny_engine.ts";
 
 const prompts = [[128000, 9906, 1917], [128000, 791, 6864, 315], [128000, 13347]];
@@ -36,7 +40,7 @@ Deno.test("backend sampling: same greedy tokens as the CPU chain, kept chains do
     await cpu.idle();
     assert.equal(cpu.stats().backendSampledTotal, 0);
 
-    const gpu = createScheduler(m);
+    const gpu = createScheduler(m, { backendSampling: true });
     const batched = await Promise.all(
       prompts.map((p) => text(gpu.submit(req(p, { temperature: 0 })))),
     );
@@ -73,7 +77,7 @@ Deno.test("backend sampling: same greedy tokens as the CPU chain, kept chains do
 Deno.test("backend sampling: a seeded sampled run is reproducible and batch-independent", async () => {
   const m = await loadEngineModel({ path: await tinyModelPath(), maxBatch: 4, maxSeqLen: 256 });
   try {
-    const eng = createScheduler(m);
+    const eng = createScheduler(m, { backendSampling: true });
     const s = { temperature: 0.9, topK: 40 };
     const solo: string[] = [];
     for (const p of prompts) solo.push(await text(eng.submit(req(p, s))));
@@ -87,4 +91,54 @@ Deno.test("backend sampling: a seeded sampled run is reproducible and batch-inde
   } finally {
     unloadEngineModel(m);
   }
+});
+
+Deno.test("hearth serve --backend-sampling: auto is off on a CPU host, on samples in the graph", async () => {
+  const sampled = async (flag: string[]) => {
+    await using srv = await startServer([
+      "--model",
+      await tinyModelPath(),
+      "--max-batch",
+      "2",
+      "--max-seq-len",
+      "256",
+      "--threads",
+      "2",
+      ...flag,
+    ]);
+    const props = await (await fetch(`${srv.url}/props`)).json();
+    const r = await fetch(`${srv.url}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ prompt: "Hello", max_tokens: 6, temperature: 0, ignore_eos: true }),
+    });
+    assert.equal(r.status, 200);
+    const body = await r.json();
+    const metrics = await (await fetch(`${srv.url}/metrics`)).text();
+    const n = Number(metrics.match(/^hearth_backend_sampled_tokens_total (\d+)/m)?.[1]);
+    return { on: props.backend_sampling, n, text: body.choices[0].text };
+  };
+  const auto = await sampled([]);
+  assert.deepEqual([auto.on, auto.n], [false, 0]);
+  const on = await sampled(["--backend-sampling", "on"]);
+  assert.equal(on.on, true);
+  assert.ok(on.n >= 5, `backend-sampled tokens ${on.n}`);
+  // Greedy is the same token either way.
+  assert.equal(on.text, auto.text);
+});
+
+Deno.test("onAccelerator: GPUs and RPC servers count, the CPU and CPU-side accelerators do not", () => {
+  const dev = (type: DeviceInfo["type"], backend: string): DeviceInfo => ({
+    index: 0,
+    name: backend,
+    description: "",
+    type,
+    backend,
+    memoryFree: 0,
+    memoryTotal: 0,
+  });
+  assert.equal(onAccelerator([dev("cpu", "CPU")]), false);
+  assert.equal(onAccelerator([dev("cpu", "CPU"), dev("accel", "BLAS")]), false);
+  assert.equal(onAccelerator([dev("cpu", "CPU"), dev("gpu", "CUDA")]), true);
+  assert.equal(onAccelerator([dev("cpu", "CPU"), dev("cpu", "RPC")]), true);
 });

@@ -59,6 +59,7 @@ export type ServeConfig = {
   maxSeqLen?: number;
   maxQueue?: number;
   graphBatch?: number[];
+  backendSampling: "auto" | "on" | "off";
   numRanks: number;
   localNumRanks?: number;
   rankOffset: number;
@@ -165,6 +166,13 @@ export const FLAGS: FlagSpec[] = [
     schema: intList,
     meta: "N,N,...",
     help: "pad decode steps to these sizes so CUDA graphs are reused (e.g. 1,2,4,8,16,32)",
+  },
+  {
+    key: "backendSampling",
+    names: ["--backend-sampling"],
+    schema: z.enum(["auto", "on", "off"]),
+    meta: "auto|on|off",
+    help: "sample in the decode graph; auto = on when the model sits on a GPU or RPC device",
   },
   { key: "numRanks", names: ["--num-ranks"], schema: int(1, 1024), meta: "N", help: "GPUs in all" },
   {
@@ -285,6 +293,7 @@ export function defaultConfig(env: Record<string, string | undefined>): ServeCon
     uiServer: false,
     uiPort: 8001,
     maxBatch: 32,
+    backendSampling: "auto",
     numRanks: 1,
     rankOffset: 0,
     dataDir: `${env.HOME ?? "."}/.cache/hearth`,

@@ -40,6 +40,7 @@ import {
   tokenToPiece,
 } from "../../ffi/mod.ts";
 import { newChannel } from "./channel.ts";
+import { onAccelerator } from "./devices.ts";
 import {
   freeGrammarSampler,
   newGrammarSampler,
@@ -293,7 +294,10 @@ export type SchedulerOptions = {
   stepBudget?: number;
   /** Requests allowed to wait for a free sequence before `busy` refusals. */
   maxWaiting?: number;
-  /** Sample in the decode graph where a request allows it (default true). */
+  /**
+   * Sample in the decode graph where a request allows it. Default: when the model sits on a GPU
+   * or RPC device (`onAccelerator`); on a CPU it is slower than the CPU chain.
+   */
   backendSampling?: boolean;
   /**
    * Speculative decoding: up to this many draft tokens per sequence and step, verified in the
@@ -347,7 +351,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Lo
   };
   // A verified draft needs logits for several rows of one sequence in a step; llama.cpp's
   // backend samplers give one row per sequence, so speculative sequences sample on the CPU.
-  const backendSampling = (opts.backendSampling ?? true) && draftTokens === 0;
+  const backendSampling = (opts.backendSampling ?? onAccelerator(m.devices)) && draftTokens === 0;
   let looping = false;
   let idleWaiters: (() => void)[] = [];
 

@@ -39,6 +39,8 @@ export type ServerState = {
   mcp?: McpRegistry;
   /** Which llama.cpp build was chosen and why (CPU, CUDA, `HEARTH_LLAMA_LIB_DIR`), for /props. */
   library?: LibraryChoice;
+  /** Whether requests that allow it sample in the decode graph (`--backend-sampling`), for /props. */
+  backendSampling?: boolean;
   /** The prefill/decode split's role and counters (`--pd-config`), for /props. */
   pd?: () => PdStats;
   /** Event-channel counters for /metrics (set when the app mounts the channel). */
