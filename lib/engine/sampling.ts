@@ -95,3 +95,61 @@ export function backendSamplingFits(s: Sampling): boolean {
   if (s.temperature <= 0) return true;
   return s.topK > 0 || (s.topP >= 1 && s.minP <= 0);
 }
+
+/** A greedy request's logit biases: token ids ascending, each with its biases in order. */
+export type GreedyBias = { ids: Int32Array; biases: number[][] };
+
+/**
+ * The biases of a request whose chain is plain greedy (temperature 0, no penalties: logit bias
+ * then argmax), or undefined when its chain does more. Such a request is sampled by `greedyPick`
+ * on the logits row in place: llama.cpp's CPU chain first copies the whole row into a candidate
+ * array to take the same argmax (128k vocabulary, 2 cores: 0.145 ms a row, against 0.105).
+ */
+export function greedyBias(s: Sampling, banned: number[], nVocab: number): GreedyBias | undefined {
+  if (s.temperature > 0 || !isNeutralPenalty(s)) return undefined;
+  const byToken = new Map<number, number[]>();
+  // The chain's one logit-bias sampler takes the user's biases, then the banned tokens, and adds
+  // each as a float in that order; ids outside the vocabulary are ignored.
+  const entries: [number, number][] = [
+    ...s.logitBias,
+    ...banned.map((t): [number, number] => [t, -Infinity]),
+  ];
+  for (const [t, b] of entries) {
+    if (!Number.isInteger(t) || t < 0 || t >= nVocab) continue;
+    const list = byToken.get(t) ?? [];
+    list.push(Math.fround(b));
+    byToken.set(t, list);
+  }
+  const ids = Int32Array.from([...byToken.keys()].sort((a, b) => a - b));
+  return { ids, biases: Array.from(ids, (t) => byToken.get(t)!) };
+}
+
+/**
+ * The token llama.cpp's greedy chain would pick from `row` with biases `b`: the highest biased
+ * logit, the lowest id among equals (its greedy sampler keeps the first maximum in vocabulary
+ * order). Biased ids are visited between the plain runs, so the scan costs one compare a token.
+ */
+export function greedyPick(row: Float32Array, b: GreedyBias): number {
+  let best = -Infinity;
+  let pick = 0;
+  let from = 0;
+  for (let k = 0; k <= b.ids.length; k++) {
+    const to = k < b.ids.length ? b.ids[k] : row.length;
+    for (let i = from; i < to; i++) {
+      const v = row[i];
+      if (v > best) {
+        best = v;
+        pick = i;
+      }
+    }
+    if (k === b.ids.length) break;
+    let v = row[to];
+    for (const x of b.biases[k]) v = Math.fround(v + x);
+    if (v > best) {
+      best = v;
+      pick = to;
+    }
+    from = to + 1;
+  }
+  return pick;
+}

@@ -53,6 +53,9 @@ import type { GrammarTriggers } from "./triggers.ts";
 import {
   backendSamplingFits,
   buildSamplerChain,
+  type GreedyBias,
+  greedyBias,
+  greedyPick,
   isNeutralPenalty,
   type Sampling,
 } from "./sampling.ts";
@@ -264,6 +267,8 @@ type Seq = {
   chain?: SamplerPtr;
   /** The chain runs inside the decode graph: no logits row is copied out for this sequence. */
   backend: boolean;
+  /** A plain greedy chain on the CPU, taken straight from the logits row (`greedyPick`). */
+  greedy?: GreedyBias;
   grammar?: SeqGrammar;
   fed: number; // prompt tokens already in the KV cache
   pos: number; // next position
@@ -544,6 +549,8 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Lo
     if (backend && setBackendSampler(m.llama, m.ctx, seq.slot, seq.chain)) {
       seq.backend = true;
       if (key !== undefined) slotKept[seq.slot] = { chain: seq.chain, key };
+    } else if (!req.grammar) {
+      seq.greedy = greedyBias(req.sampling, banned, m.nVocab);
     }
   }
 
@@ -756,6 +763,8 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Lo
       stats.backendSampledTotal++;
       return token;
     }
+    // Stateless (no penalties, no draws): the chain needs no accept.
+    if (seq.greedy) return greedyPick(logitsIth(m.llama, m.ctx, row, m.nVocab), seq.greedy);
     return samplerSample(m.llama, seq.chain!, m.ctx, row);
   }
 
