@@ -10,7 +10,7 @@ import { loadEngineModel, unloadEngineModel } from "../lib/engine/model.ts";
 import { defaultSampling, type Sampling } from "../lib/engine/sampling.ts";
 import { createScheduler, type GenRequest } from "../lib/engine/scheduler.ts";
 import { tinyModelPath } from "./support/models.ts";
-import { startServer } from "./support/server.ts";
+import { greedyCompletion, metric, startTinyServer } from "./support/server.ts";
 import { streamText as text } from "./support/tiny_engine.ts";
 
 const prompts = [[128000, 9906, 1917], [128000, 791, 6864, 315], [128000, 13347]];
@@ -95,28 +95,11 @@ Deno.test("backend sampling: a seeded sampled run is reproducible and batch-inde
 
 Deno.test("hearth serve --backend-sampling: auto is off on a CPU host, on samples in the graph", async () => {
   const sampled = async (flag: string[]) => {
-    await using srv = await startServer([
-      "--model",
-      await tinyModelPath(),
-      "--max-batch",
-      "2",
-      "--max-seq-len",
-      "256",
-      "--threads",
-      "2",
-      ...flag,
-    ]);
+    await using srv = await startTinyServer(flag);
     const props = await (await fetch(`${srv.url}/props`)).json();
-    const r = await fetch(`${srv.url}/v1/completions`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ prompt: "Hello", max_tokens: 6, temperature: 0, ignore_eos: true }),
-    });
-    assert.equal(r.status, 200);
-    const body = await r.json();
-    const metrics = await (await fetch(`${srv.url}/metrics`)).text();
-    const n = Number(metrics.match(/^hearth_backend_sampled_tokens_total (\d+)/m)?.[1]);
-    return { on: props.backend_sampling, n, text: body.choices[0].text };
+    const { text } = await greedyCompletion(srv.url, 6);
+    const n = await metric(srv.url, "hearth_backend_sampled_tokens_total");
+    return { on: props.backend_sampling, n, text };
   };
   const auto = await sampled([]);
   assert.deepEqual([auto.on, auto.n], [false, 0]);

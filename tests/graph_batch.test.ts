@@ -9,7 +9,7 @@ import { createScheduler, type GenRequest } from "../lib/engine/scheduler.ts";
 import { memorySeqPosMax } from "../ffi/mod.ts";
 import { tinyModelPath } from "./support/models.ts";
 import { streamText as text } from "./support/tiny_engine.ts";
-import { startServer } from "./support/server.ts";
+import { greedyCompletion, metric, startTinyServer } from "./support/server.ts";
 
 const prompts = [[128000, 9906, 1917], [128000, 791, 6864, 315], [128000, 13347]];
 
@@ -80,30 +80,11 @@ Deno.test("padded steps give the same outputs and leave no padding cells", async
 });
 
 Deno.test("hearth serve --graph-batch: /props names the sizes, /metrics counts the padding", async () => {
-  await using srv = await startServer([
-    "--model",
-    await tinyModelPath(),
-    "--max-batch",
-    "2",
-    "--max-seq-len",
-    "256",
-    "--threads",
-    "2",
-    "--graph-batch",
-    "2,4",
-  ]);
+  await using srv = await startTinyServer(["--graph-batch", "2,4"]);
   const props = await (await fetch(`${srv.url}/props`)).json();
   assert.deepEqual(props.graph_batch, [2, 4]);
   assert.equal(props.max_batch, 2);
-  const r = await fetch(`${srv.url}/v1/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ prompt: "Hello", max_tokens: 5, temperature: 0, ignore_eos: true }),
-  });
-  assert.equal(r.status, 200);
-  const body = await r.json();
-  assert.equal(body.usage.completion_tokens, 5);
-  const metrics = await (await fetch(`${srv.url}/metrics`)).text();
-  const rows = Number(metrics.match(/^hearth_graph_padding_rows_total (\d+)/m)?.[1]);
+  assert.equal((await greedyCompletion(srv.url, 5)).completionTokens, 5);
+  const rows = await metric(srv.url, "hearth_graph_padding_rows_total");
   assert.ok(rows >= 4, `padding rows ${rows}`);
 });

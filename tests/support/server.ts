@@ -10,6 +10,7 @@
  * ```
  * @module
  */
+import { tinyModelPath } from "./models.ts";
 
 export type RunningServer = {
   url: string;
@@ -132,6 +133,47 @@ export function startServer(
     cwd: opts.cwd,
     timeoutMs: opts.timeoutMs,
   });
+}
+
+/** `hearth serve` on the tiny model: 2 sequences of 256 tokens, 2 threads, then `extra`. */
+export async function startTinyServer(extra: string[] = []): Promise<RunningServer> {
+  return startServer([
+    "--model",
+    await tinyModelPath(),
+    "--max-batch",
+    "2",
+    "--max-seq-len",
+    "256",
+    "--threads",
+    "2",
+    ...extra,
+  ]);
+}
+
+/** A non-streaming greedy `/v1/completions` of `maxTokens` with EOS ignored; throws unless 200. */
+export async function greedyCompletion(
+  url: string,
+  maxTokens: number,
+): Promise<{ text: string; completionTokens: number }> {
+  const r = await fetch(`${url}/v1/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      prompt: "Hello",
+      max_tokens: maxTokens,
+      temperature: 0,
+      ignore_eos: true,
+    }),
+  });
+  if (r.status !== 200) throw new Error(`POST /v1/completions: ${r.status} ${await r.text()}`);
+  const body = await r.json();
+  return { text: body.choices[0].text, completionTokens: body.usage.completion_tokens };
+}
+
+/** An unlabelled counter or gauge from `GET /metrics` (NaN when absent). */
+export async function metric(url: string, name: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  return Number(text.match(new RegExp(`^${name} (\\S+)`, "m"))?.[1]);
 }
 
 /** Runs a command to completion and returns its exit code and output. */
