@@ -49,6 +49,7 @@ import { sourceCacheDir } from "../lib/build/llama_source.ts";
 import { BENCH_SCHEMA } from "./schema.ts";
 import { type SpeculativeRow, speculativeRows } from "./speculative.ts";
 import { buildLlamaServer, peerArgs, type PeerBuild, startLlamaServer } from "./peer.ts";
+import { clientCpuMs, cpuSplit, threadTimes } from "./thread_cpu.ts";
 
 const USAGE =
   `usage: deno task bench [options]        inference: server vs. library (and llama-server)
@@ -562,7 +563,23 @@ type Phase = {
   itlP99Ms: number;
   /** Hearth only: where the scheduler loop's time went, per generated token. */
   loop?: LoopBreakdown;
+  /** CPU per generated token (ms) of the server's threads and of this client (Linux only). */
+  cpu?: PhaseCpu;
 };
+
+type PhaseCpu = {
+  /** The `--threads` busiest server threads: ggml's. */
+  compute: number;
+  /** Every other server thread: HTTP, event loop, GC. */
+  serving: number;
+  /** This benchmark process: the client's share of the same cores. */
+  client: number;
+  /** Server threads by CPU over the phase (ms, not per token). */
+  threads: { name: string; ms: number }[];
+};
+
+/** A server process to watch during a phase, and how many ggml threads it runs. */
+type Watch = { pid: number; threads: number };
 
 /** `c` clients, each issuing `perClient` requests back to back; fresh prompts throughout. */
 async function drive(
@@ -572,8 +589,11 @@ async function drive(
   a: Args,
   variants: { next: number },
   extra: Record<string, unknown> = {},
+  watch?: Watch,
 ): Promise<Phase> {
   const done: Completion[] = [];
+  const threads0 = watch && threadTimes(watch.pid);
+  const client0 = clientCpuMs();
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: c }, async () => {
@@ -584,6 +604,8 @@ async function drive(
     }),
   );
   const wallMs = performance.now() - t0;
+  const split = watch && cpuSplit(threads0, threadTimes(watch.pid), watch.threads);
+  const client1 = clientCpuMs();
   const completionTokens = done.reduce((s, d) => s + d.completionTokens, 0);
   const expected = c * perClient * a.genTokens;
   if (completionTokens !== expected && !extra.structured_outputs && !extra.json_schema) {
@@ -604,6 +626,14 @@ async function drive(
       (done.reduce((t, d) => t + d.totalMs - d.ttftMs, 0) / 1000),
     itlP50Ms: gaps.length ? percentile(gaps, 50) : NaN,
     itlP99Ms: gaps.length ? percentile(gaps, 99) : NaN,
+    cpu: split && client0 !== undefined && client1 !== undefined && completionTokens
+      ? {
+        compute: split.computeMs / completionTokens,
+        serving: split.servingMs / completionTokens,
+        client: (client1 - client0) / completionTokens,
+        threads: split.threads,
+      }
+      : undefined,
   };
 }
 
@@ -617,12 +647,13 @@ async function sweep(
   variants: { next: number },
   extra: Record<string, unknown> = {},
   hearth = false,
+  watch?: Watch,
 ): Promise<Phase[]> {
   await streamCompletion(url, promptIds(a.promptTokens, variants.next++), 8, extra);
   const out: Phase[] = [];
   for (const c of a.concurrency) {
     const before = hearth ? await loopCounters(url) : undefined;
-    const p = await drive(url, c, a.requests, a, variants, extra);
+    const p = await drive(url, c, a.requests, a, variants, extra, watch);
     if (before) p.loop = perToken(before, await loopCounters(url));
     console.error(
       `bench:   c=${c}: ${p.genTps.toFixed(1)} tok/s, TTFT p50 ${p.ttftP50Ms.toFixed(0)} ms, ` +
@@ -662,12 +693,13 @@ const TURNS: Turn[][] = [
  * slow moment.
  */
 async function sweepPaired(
-  hearthUrl: string,
-  peerUrl: string,
+  hearth: { url: string; watch: Watch },
+  peer: { url: string; watch: Watch },
   library: (c: number) => Promise<LibLimit>,
   a: Args,
   variants: { next: number },
 ): Promise<PairedRounds[]> {
+  const hearthUrl = hearth.url, peerUrl = peer.url;
   for (const url of [hearthUrl, peerUrl]) {
     await streamCompletion(url, promptIds(a.promptTokens, variants.next++), 8);
   }
@@ -683,9 +715,9 @@ async function sweepPaired(
           r.library.push(await library(c));
           continue;
         }
-        const url = who === "hearth" ? hearthUrl : peerUrl;
+        const { url, watch } = who === "hearth" ? hearth : peer;
         const before = who === "hearth" ? await loopCounters(url) : undefined;
-        const p = await drive(url, c, a.requests, a, variants);
+        const p = await drive(url, c, a.requests, a, variants, {}, watch);
         if (before) p.loop = perToken(before, await loopCounters(url));
         r[who].push(p);
       }
@@ -703,6 +735,17 @@ async function sweepPaired(
     out.push(r);
   }
   return out;
+}
+
+/** Each CPU figure's median over the phases that have one. */
+function cpuMedian(ps: Phase[]): Omit<PhaseCpu, "threads"> | undefined {
+  const cs = ps.flatMap((p) => (p.cpu ? [p.cpu] : []));
+  if (!cs.length) return undefined;
+  return {
+    compute: middle(cs.map((c) => c.compute)),
+    serving: middle(cs.map((c) => c.serving)),
+    client: middle(cs.map((c) => c.client)),
+  };
 }
 
 /** The median; the mean of the two middle values for an even count. */
@@ -901,7 +944,13 @@ if (import.meta.main) {
       });
       try {
         const library = (c: number) => libraryLimit(lib, libCtx, c, { ...a, libRuns: 1 });
-        paired = await sweepPaired(srv.url, p.url, library, a, variants);
+        paired = await sweepPaired(
+          { url: srv.url, watch: { pid: srv.child.pid, threads } },
+          { url: p.url, watch: { pid: p.child.pid, threads } },
+          library,
+          a,
+          variants,
+        );
         server = paired.map((r) => medianPhase(r.hearth));
         peer = paired.map((r) => medianPhase(r.peer));
         limits.push(...paired.map((r) => medianLibrary(r.library)));
@@ -933,7 +982,7 @@ if (import.meta.main) {
       }
     } else {
       console.error("bench: concurrency, server...");
-      server = await sweep(srv.url, a, variants, {}, true);
+      server = await sweep(srv.url, a, variants, {}, true, { pid: srv.child.pid, threads });
       if (a.constrained) {
         console.error("bench: JSON-schema constrained, server...");
         hearthJson = await sweep(srv.url, a, variants, JSON_HEARTH);
@@ -1130,6 +1179,30 @@ if (import.meta.main) {
       ];
     }),
   ));
+
+  const cpuRows = rows.map((r) => ({
+    c: r.concurrency,
+    hearth: cpuMedian(r.rounds?.hearth ?? [r.server]),
+    peer: cpuMedian(r.rounds?.peer ?? (r.peer ? [r.peer] : [])),
+  }));
+  if (cpuRows.some((r) => r.hearth)) {
+    console.log(
+      "\nCPU per generated token (ms; /proc schedstat, median over the rounds): ggml's " +
+        `${threads} threads, the server's other threads, and this benchmark client`,
+    );
+    const cpuHead = ["concurrency", "Hearth ggml", "Hearth serving", "client"];
+    if (peer) cpuHead.push("llama-server ggml", "llama-server serving", "client");
+    console.log(table(
+      cpuHead,
+      cpuRows.map((r) => [
+        String(r.c),
+        f3(r.hearth?.compute),
+        f3(r.hearth?.serving),
+        f3(r.hearth?.client),
+        ...(peer ? [f3(r.peer?.compute), f3(r.peer?.serving), f3(r.peer?.client)] : []),
+      ]),
+    ));
+  }
 
   const date = new Date().toISOString();
   const result = {

@@ -95,6 +95,7 @@ export function peerArgs(
 
 export type RunningPeer = {
   url: string;
+  child: Deno.ChildProcess;
   stderr: () => string;
   stop: () => Promise<void>;
   [Symbol.asyncDispose]: () => Promise<void>;
