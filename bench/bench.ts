@@ -665,6 +665,9 @@ async function sweep(
   return out;
 }
 
+/** A server in the paired rounds; its log's tail is printed if a phase against it fails. */
+type PairedServer = { url: string; watch: Watch; stderr: () => string };
+
 /** One concurrency measured in rounds: both servers and the library loop, taking turns. */
 type PairedRounds = {
   hearth: Phase[];
@@ -693,8 +696,8 @@ const TURNS: Turn[][] = [
  * slow moment.
  */
 async function sweepPaired(
-  hearth: { url: string; watch: Watch },
-  peer: { url: string; watch: Watch },
+  hearth: PairedServer,
+  peer: PairedServer,
   library: (c: number) => Promise<LibLimit>,
   a: Args,
   variants: { next: number },
@@ -715,9 +718,16 @@ async function sweepPaired(
           r.library.push(await library(c));
           continue;
         }
-        const { url, watch } = who === "hearth" ? hearth : peer;
+        const { url, watch, stderr } = who === "hearth" ? hearth : peer;
         const before = who === "hearth" ? await loopCounters(url) : undefined;
-        const p = await drive(url, c, a.requests, a, variants, {}, watch);
+        const p = await drive(url, c, a.requests, a, variants, {}, watch).catch((e) => {
+          const name = who === "hearth" ? "Hearth" : "llama-server";
+          console.error(
+            `bench: ${name} failed at c=${c}, round ${round + 1}: ${(e as Error).message}\n` +
+              `bench: ${name}'s log ends:\n${stderr().slice(-4000)}`,
+          );
+          throw e;
+        });
         if (before) p.loop = perToken(before, await loopCounters(url));
         r[who].push(p);
       }
@@ -942,11 +952,12 @@ if (import.meta.main) {
         parallel: a.maxBatch,
         threads,
       });
+      console.error(`bench: Hearth at ${srv.url}, llama-server at ${p.url}`);
       try {
         const library = (c: number) => libraryLimit(lib, libCtx, c, { ...a, libRuns: 1 });
         paired = await sweepPaired(
-          { url: srv.url, watch: { pid: srv.child.pid, threads } },
-          { url: p.url, watch: { pid: p.child.pid, threads } },
+          { url: srv.url, watch: { pid: srv.child.pid, threads }, stderr: srv.stderr },
+          { url: p.url, watch: { pid: p.child.pid, threads }, stderr: p.stderr },
           library,
           a,
           variants,
