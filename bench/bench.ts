@@ -572,7 +572,7 @@ type PhaseCpu = {
   compute: number;
   /** Every other server thread: HTTP, event loop, GC. */
   serving: number;
-  /** This benchmark process: the client's share of the same cores. */
+  /** The benchmark's JavaScript thread: the client's share of the same cores. */
   client: number;
   /** Server threads by CPU over the phase (ms, not per token). */
   threads: { name: string; ms: number }[];
@@ -702,8 +702,7 @@ async function sweepPaired(
   a: Args,
   variants: { next: number },
 ): Promise<PairedRounds[]> {
-  const hearthUrl = hearth.url, peerUrl = peer.url;
-  for (const url of [hearthUrl, peerUrl]) {
+  for (const { url } of [hearth, peer]) {
     await streamCompletion(url, promptIds(a.promptTokens, variants.next++), 8);
   }
   const out: PairedRounds[] = [];
