@@ -4,15 +4,9 @@
 // GGUF, and a copy patched to last-token pooling) checked against per-token embeddings pooled
 // by hand, chunked long inputs, and embeddings interleaved with a running generation.
 import assert from "node:assert/strict";
+import { decodeOneSequence } from "./support/decode.ts";
 import OpenAI from "openai";
-import {
-  decode,
-  embeddingsIth,
-  freeContext,
-  newBatch,
-  newContext,
-  setBatchSize,
-} from "../ffi/mod.ts";
+import { embeddingsIth, freeContext, newContext } from "../ffi/mod.ts";
 import { makeModel } from "../lib/gguf/mod.ts";
 import { createEmbedder, POOLING } from "../lib/engine/embeddings.ts";
 import { type EngineModel, loadEngineModel, unloadEngineModel } from "../lib/engine/model.ts";
@@ -235,15 +229,7 @@ async function pooledByHand(m: EngineModel, ids: number[], pooling: number): Pro
     n_threads_batch: 1,
   });
   try {
-    const b = newBatch(ids.length);
-    ids.forEach((t, i) => {
-      b.token[i] = t;
-      b.pos[i] = i;
-      b.seqId[i] = 0;
-      b.logits[i] = 1;
-    });
-    setBatchSize(b, ids.length);
-    assert.equal(await decode(m.llama, ctx, b), 0);
+    assert.equal(await decodeOneSequence(m.llama, ctx, ids), 0);
     const rows = ids.map((_, i) => embeddingsIth(m.llama, ctx, i, m.info.nEmbd)!);
     const v = pooling === POOLING.mean
       ? rows[0].map((_, d) => rows.reduce((s, r) => s + r[d], 0) / rows.length)

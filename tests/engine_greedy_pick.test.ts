@@ -3,16 +3,8 @@
 // user biases that move the argmax down, lift a low token up, tie it (the lower id wins), repeat
 // for one token, or name ids outside the vocabulary.
 import assert from "node:assert/strict";
-import {
-  decode,
-  freeContext,
-  logitsIth,
-  newBatch,
-  newContext,
-  samplerFree,
-  samplerSample,
-  setBatchSize,
-} from "../ffi/mod.ts";
+import { decodeOneSequence } from "./support/decode.ts";
+import { freeContext, logitsIth, newContext, samplerFree, samplerSample } from "../ffi/mod.ts";
 import { loadEngineModel, unloadEngineModel } from "../lib/engine/model.ts";
 import {
   buildSamplerChain,
@@ -35,15 +27,7 @@ Deno.test("greedyPick picks what llama.cpp's greedy chain picks, biases included
   });
   try {
     const ids = [128000, 9906, 1917, 11, 856, 2288, 374, 40];
-    const batch = newBatch(ids.length);
-    ids.forEach((t, i) => {
-      batch.token[i] = t;
-      batch.pos[i] = i;
-      batch.seqId[i] = 0;
-      batch.logits[i] = 1;
-    });
-    setBatchSize(batch, ids.length);
-    assert.equal(await decode(m.llama, ctx, batch), 0);
+    assert.equal(await decodeOneSequence(m.llama, ctx, ids), 0);
     let checked = 0;
     for (let r = 0; r < ids.length; r++) {
       const row = logitsIth(m.llama, ctx, r, m.nVocab);

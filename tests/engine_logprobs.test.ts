@@ -3,7 +3,8 @@
 // log-softmax, batching does not change them, and a grammar does not either (they are the raw
 // logits' values). Plus `logSoftmaxTop` against a full sort.
 import assert from "node:assert/strict";
-import { decode, freeContext, logitsIth, newBatch, newContext, setBatchSize } from "../ffi/mod.ts";
+import { decodeOneSequence } from "./support/decode.ts";
+import { freeContext, logitsIth, newContext } from "../ffi/mod.ts";
 import { compileConstraint } from "../lib/constrain/mod.ts";
 import { logSoftmaxTop } from "../lib/engine/logprobs.ts";
 import type { EngineModel } from "../lib/engine/model.ts";
@@ -74,15 +75,7 @@ async function reference(m: EngineModel, ids: number[], chunk = 512): Promise<Fl
     const rows: Float64Array[] = [];
     for (let start = 0; start < ids.length; start += chunk) {
       const part = ids.slice(start, start + chunk);
-      const b = newBatch(part.length);
-      part.forEach((t, i) => {
-        b.token[i] = t;
-        b.pos[i] = start + i;
-        b.seqId[i] = 0;
-        b.logits[i] = 1;
-      });
-      setBatchSize(b, part.length);
-      assert.equal(await decode(m.llama, ctx, b), 0);
+      assert.equal(await decodeOneSequence(m.llama, ctx, part, { pos0: start }), 0);
       for (let i = 0; i < part.length; i++) {
         const logits = logitsIth(m.llama, ctx, i, m.nVocab);
         let max = -Infinity;

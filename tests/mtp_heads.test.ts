@@ -2,9 +2,9 @@
 // with one NextN block, an MTP context drafts from it deterministically, and drafts verified in
 // one batch on the target give exactly the plain greedy output (the call sequence of MTP.md).
 import assert from "node:assert/strict";
+import { decodeOneSequence } from "./support/decode.ts";
 import {
   type ContextPtr,
-  decode,
   freeContext,
   freeModel,
   type Llama,
@@ -15,10 +15,8 @@ import {
   memorySeqRm,
   type ModelPtr,
   modelVocab,
-  newBatch,
   newContext,
   openLlama,
-  setBatchSize,
   tokenize,
 } from "../ffi/mod.ts";
 import {
@@ -89,15 +87,7 @@ async function decodeArgmax(
   nVocab: number,
   allLogits = true,
 ): Promise<number[]> {
-  const b = newBatch(64);
-  for (let i = 0; i < tokens.length; i++) {
-    b.token[i] = tokens[i];
-    b.pos[i] = pos0 + i;
-    b.seqId[i] = 0;
-    b.logits[i] = allLogits || i === tokens.length - 1 ? 1 : 0;
-  }
-  setBatchSize(b, tokens.length);
-  const rc = await decode(llama, ctx, b);
+  const rc = await decodeOneSequence(llama, ctx, tokens, { pos0, allOutputs: allLogits });
   assert.equal(rc, 0, `target decode failed (${rc})`);
   const out: number[] = [];
   for (let i = 0; i < tokens.length; i++) {
