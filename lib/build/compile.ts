@@ -39,6 +39,30 @@ async function run(cmd: string, args: string[], env?: Record<string, string>): P
   }
 }
 
+/**
+ * A file another deno process (a test, `deno install`) creates and removes in `node_modules/.deno`
+ * while it waits for the npm cache lock: handed to `cp` by a glob, it can be gone by the time `cp`
+ * reaches it, and the build fails with "cannot stat".
+ */
+const TRANSIENT = new Set([".deno.lock.poll"]);
+
+/** `cp -a` of the app entries into `dest`, leaving out `TRANSIENT` files of `node_modules/.deno`. */
+async function copyApp(dest: string): Promise<void> {
+  const entries = APP_ENTRIES.filter((e) => e !== "node_modules");
+  await run("cp", ["-a", ...entries.map((e) => `${root}/${e}`), `${dest}/`]);
+  const modules = `${root}/node_modules`;
+  const names = async (dir: string, skip: (n: string) => boolean) => {
+    const out: string[] = [];
+    for await (const e of Deno.readDir(dir)) if (!skip(e.name)) out.push(`${dir}/${e.name}`);
+    return out;
+  };
+  await Deno.mkdir(`${dest}/node_modules/.deno`, { recursive: true });
+  const top = await names(modules, (n) => n === ".deno");
+  if (top.length) await run("cp", ["-a", ...top, `${dest}/node_modules/`]);
+  const store = await names(`${modules}/.deno`, (n) => TRANSIENT.has(n));
+  if (store.length) await run("cp", ["-a", ...store, `${dest}/node_modules/.deno/`]);
+}
+
 async function sha256File(path: string): Promise<string> {
   const data = await Deno.readFile(path);
   const digest = await crypto.subtle.digest("SHA-256", data);
@@ -85,7 +109,7 @@ export async function compile(
   const stage = await Deno.makeTempDir({ dir: dist, prefix: ".stage-" });
   try {
     await Deno.mkdir(`${stage}/app`);
-    await run("cp", ["-a", ...APP_ENTRIES.map((e) => `${root}/${e}`), `${stage}/app/`]);
+    await copyApp(`${stage}/app`);
     await Deno.copyFile(Deno.execPath(), `${stage}/deno`);
     await Deno.chmod(`${stage}/deno`, 0o755);
     // Warm the module cache (type-checked once here) so the first run needs no network.
