@@ -10,6 +10,7 @@
  * @module
  */
 import {
+  graphBatchFor,
   helpText,
   isLoopback,
   parseServeArgs,
@@ -41,6 +42,17 @@ import {
 } from "./lib/engine/pd.ts";
 import { pdRoutes } from "./routes/pd.ts";
 import { chooseLlamaLibrary, libraryLogLine } from "./lib/gpu/select.ts";
+import {
+  buildFromSource,
+  cudaSourceBuildDir,
+  findToolkit,
+  progressPrinter,
+  runBuildCuda,
+} from "./lib/build/cuda.ts";
+import { runGpuCheck } from "./lib/cli/gpu_check.ts";
+import { readCudaDriver } from "./ffi/cuda_driver.ts";
+import { runSmokeDecode } from "./lib/gpu/smoke.ts";
+import { probeDriver } from "./lib/gpu/probe.ts";
 import { startWorkerEngine } from "./lib/engine/worker_engine.ts";
 import { newServerState } from "./lib/engine/state.ts";
 import { makeModel } from "./lib/gguf/mod.ts";
@@ -140,11 +152,16 @@ async function serve(argv: string[]): Promise<void> {
     );
   }
 
-  // The CUDA build on a GPU host (fetched once), the CPU build otherwise; the log says why.
+  // A GPU build that passes the facts and the smoke decode, else the CPU build; the log says why.
+  const log = (line: string) => console.error(`hearth: ${line}`);
   const library = await chooseLlamaLibrary({
     cacheRoot: config.dataDir,
-    log: (line) => console.error(`hearth: ${line}`),
+    log,
+    build: (arch) => buildOnStart(arch, config, log),
   });
+  const graph = graphBatchFor(config, library.devices.length > 0);
+  if (graph.note) log(graph.note);
+  const graphBatch = graph.sizes;
   const ranks = {
     numRanks: config.numRanks,
     localNumRanks: config.localNumRanks,
@@ -291,7 +308,7 @@ async function serve(argv: string[]): Promise<void> {
       threads: config.threads,
       mtpHeads: config.mtp > 0,
       rpcServers: config.masterAddr,
-      graphBatch: config.graphBatch,
+      graphBatch,
     });
     if (!state.template && model.info.chatTemplate) {
       try {
@@ -345,6 +362,48 @@ async function serve(argv: string[]): Promise<void> {
   }
 }
 
+/**
+ * `serve` on a GPU host where no prebuilt can run: build from source when a toolkit is there
+ * (minutes, said up front), unless `--no-build`. False when nothing was built.
+ */
+async function buildOnStart(
+  arch: string,
+  config: ServeConfig,
+  log: (line: string) => void,
+): Promise<boolean> {
+  if (config.noBuild) {
+    log(`no GPU build of llama.cpp can run here and --no-build is set: serving on the CPU`);
+    return false;
+  }
+  const toolkit = await findToolkit();
+  if (toolkit.missing.length > 0) {
+    log(
+      `no GPU build of llama.cpp can run here and none can be built: missing ` +
+        `${toolkit.missing.join("; and ")}`,
+    );
+    return false;
+  }
+  const jobs = navigator.hardwareConcurrency;
+  log(
+    `no prebuilt llama.cpp can run on this GPU: building one from source for sm_${arch} with ` +
+      `${jobs} jobs (about 3 minutes on 16 cores, longer on fewer; once per data dir; ` +
+      `--no-build skips it)`,
+  );
+  try {
+    const b = await buildFromSource({
+      dir: cudaSourceBuildDir(config.dataDir, arch),
+      cuda: { arch, nvcc: toolkit.nvcc! },
+      jobs,
+      onProgress: progressPrinter("hearth: build-cuda"),
+    });
+    log(`built ${b.lib} in ${b.seconds.toFixed(0)} s`);
+    return true;
+  } catch (e) {
+    log(`the source build failed: ${(e as Error).message}`);
+    return false;
+  }
+}
+
 async function makeModelCommand(argv: string[]): Promise<void> {
   const parsed = parseMakeModelArgs(argv);
   if (!parsed.ok) die(parsed.message);
@@ -356,6 +415,17 @@ async function makeModelCommand(argv: string[]): Promise<void> {
       (size / 1e6).toFixed(1)
     } MB) in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
   );
+}
+
+function defaultDataDir(): string {
+  return `${Deno.env.get("HOME") ?? "."}/.cache/hearth`;
+}
+
+/** `build-cuda --arch native`: the visible GPUs' compute capabilities (`90`, `80,90`). */
+async function nativeArch(): Promise<string | undefined> {
+  const d = await probeDriver();
+  const archs = [...new Set(d.devices.map((g) => g.compute.replace(".", "")))];
+  return archs.length ? archs.join(",") : undefined;
 }
 
 if (import.meta.main) {
@@ -370,6 +440,30 @@ if (import.meta.main) {
     case "manager":
       await runManager(rest, managerRoutes);
       break;
+    case "gpu-check":
+      Deno.exit(await runGpuCheck(rest, { defaultDataDir: defaultDataDir() }));
+      break;
+    case "build-cuda":
+      Deno.exit(
+        await runBuildCuda(rest, { defaultDataDir: defaultDataDir(), nativeArch }),
+      );
+      break;
+    case "gpu-probe":
+      // Internal: the driver's facts for `lib/gpu/probe.ts`, asked in this child process.
+      try {
+        console.log(JSON.stringify(readCudaDriver()));
+      } catch (e) {
+        console.log(JSON.stringify({ error: (e as Error).message }));
+      }
+      break;
+    case "smoke-decode": {
+      // Internal: the smoke decode of `lib/gpu/smoke.ts`, run with the build under test loaded.
+      const model = rest[rest.indexOf("--model") + 1];
+      if (!rest.includes("--model") || !model) die("smoke-decode needs --model PATH");
+      const lib = Deno.env.get("HEARTH_LLAMA_LIB_DIR") || undefined;
+      console.log(JSON.stringify(await runSmokeDecode(lib, model)));
+      break;
+    }
     case "rpc-server": {
       const r = await runRpcServer(rest);
       if (r.message) console.error(`hearth: ${r.message}`);
@@ -386,7 +480,7 @@ if (import.meta.main) {
       die(
         `unknown command ${
           JSON.stringify(command)
-        } (commands: serve, manager, rpc-server, make-model; see --help)`,
+        } (commands: serve, manager, rpc-server, make-model, gpu-check, build-cuda; see --help)`,
       );
   }
 }

@@ -1,8 +1,8 @@
 /**
  * Finds and opens the llama.cpp shared libraries once per process.
  *
- * Order of discovery: `HEARTH_LLAMA_LIB_DIR`, then an explicit directory given by the caller (the
- * compiled binary unpacks its embedded copy and passes that), then the prebuilt CPU build of
+ * Order of discovery: an explicit directory given by the caller (`serve` passes the build it
+ * chose), then `HEARTH_LLAMA_LIB_DIR`, then the prebuilt CPU build of
  * `@node-llama-cpp/linux-x64@3.22.1` in the project's `node_modules`. ggml's backends must be
  * registered (`ggml_backend_load_all_from_path`) before `llama_backend_init`, or llama.cpp finds no
  * CPU device at all.
@@ -57,6 +57,11 @@ export function libraryFiles(dir: string): { llama: string; ggml: string } | und
 
 let opened: Llama | undefined;
 
+/** The prebuilt CPU build's directory in this project. */
+export function prebuiltDir(): string {
+  return `${projectRoot()}/${PREBUILT_SUBDIR}`;
+}
+
 /** The project root (this file lives in `<root>/ffi/`). */
 export function projectRoot(): string {
   return new URL("..", import.meta.url).pathname.replace(/\/$/, "");
@@ -64,9 +69,11 @@ export function projectRoot(): string {
 
 /** Picks the directory holding `libllama`, or explains what is missing. */
 export function findLibraryDir(explicit?: string): string {
+  // The caller's choice first: `serve` passes the build it chose, which is not
+  // HEARTH_LLAMA_LIB_DIR when that build failed its smoke decode.
   const candidates = [
-    Deno.env.get("HEARTH_LLAMA_LIB_DIR"),
     explicit,
+    Deno.env.get("HEARTH_LLAMA_LIB_DIR"),
     `${projectRoot()}/${PREBUILT_SUBDIR}`,
   ].filter((d): d is string => !!d);
   for (const dir of candidates) if (libraryFiles(dir)) return dir;
@@ -94,9 +101,37 @@ export function openLlama(explicitDir?: string): Llama {
   if (Number(ggml.ggml_backend_dev_count()) === 0) {
     throw new Error(`no ggml backend device could be loaded from ${dir}`);
   }
+  const copies = loadedCopies("libggml-base");
+  if (copies.length > 1) {
+    // Two device registries and two loggers in one process: tensors of one meet the other's
+    // backends. Refused here, before anything is allocated, instead of crashing later.
+    throw new Error(
+      `two copies of ggml are loaded (${copies.join(", ")}): LD_LIBRARY_PATH or another ` +
+        `build put a second libggml-base in the process; load only ${dir}`,
+    );
+  }
   sym.llama_backend_init();
   opened = llama;
   return llama;
+}
+
+/** The distinct files of a library (`libggml-base`) mapped into this process. */
+export function loadedCopies(stem: string): string[] {
+  let maps: string;
+  try {
+    maps = Deno.readTextFileSync("/proc/self/maps");
+  } catch {
+    return [];
+  }
+  const files = new Set<string>();
+  for (const line of maps.split("\n")) {
+    const path = line.slice(line.indexOf("/"));
+    const name = path.slice(path.lastIndexOf("/") + 1);
+    if (line.includes("/") && (name.startsWith(`${stem}.so`) || name.startsWith(`${stem}.`))) {
+      files.add(path.trim());
+    }
+  }
+  return [...files];
 }
 
 /**

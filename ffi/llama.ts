@@ -13,7 +13,8 @@
  * ```
  * @module
  */
-import { cString, type Llama } from "./library.ts";
+import { cString, libraryFiles, type Llama } from "./library.ts";
+import { loadOnBigStack } from "./load_thread.ts";
 import {
   batch as batchLayout,
   contextParams,
@@ -67,7 +68,10 @@ export function defaultParams(llama: Llama): Record<string, StructValues> {
 
 // ---------------------------------------------------------------- models and contexts
 
-/** Loads a GGUF; `overrides` are `llama_model_params` fields. Runs off the event loop. */
+/**
+ * Loads a GGUF; `overrides` are `llama_model_params` fields. Runs off the event loop, on a thread
+ * with a 64 MiB stack (`load_thread.ts`), never on Deno's 2 MiB blocking pool.
+ */
 export async function loadModel(
   llama: Llama,
   path: string,
@@ -76,7 +80,13 @@ export async function loadModel(
   const params = defaultModelParams(llama);
   writeStruct(modelParams, params, overrides);
   llama.recentLog.length = 0;
-  const model = await llama.sym.llama_model_load_from_file(cString(path), params);
+  const model = await loadOnBigStack(
+    llama.dir,
+    libraryFiles(llama.dir)!.llama,
+    path,
+    params,
+    modelParams.ffi,
+  );
   if (!model) {
     const why = llama.recentLog.filter((l) => /error|failed/i.test(l)).slice(-2).join("; ");
     throw new Error(`llama.cpp could not load ${path}${why ? `: ${why}` : ""}`);

@@ -31,7 +31,7 @@
  * ```
  * @module
  */
-import { type Llama, LLAMA_LIB } from "./library.ts";
+import { libraryFiles, type Llama, LLAMA_LIB } from "./library.ts";
 import { batch as batchLayout, type StructValues, writeStruct } from "./layout.ts";
 import {
   type Batch,
@@ -100,7 +100,10 @@ const opened = new Map<string, MtpSymbols>();
 export function mtpSym(llama: Llama): MtpSymbols {
   let sym = opened.get(llama.dir);
   if (!sym) {
-    sym = Deno.dlopen(`${llama.dir}/${LLAMA_LIB}`, mtpSymbols).symbols;
+    // The build's own file name: a source build names it libllama.so, the CUDA prebuilt
+    // libllama.cuda.v0.5.0.so.
+    const file = libraryFiles(llama.dir)?.llama ?? LLAMA_LIB;
+    sym = Deno.dlopen(`${llama.dir}/${file}`, mtpSymbols).symbols;
     opened.set(llama.dir, sym);
   }
   return sym;

@@ -44,9 +44,11 @@ export function opsRoutes(state: ServerState): Hono {
       chat_template: state.template?.source ?? null,
       library: {
         kind: state.library?.kind ?? "cpu",
+        build: state.library?.build ?? "cpu",
         dir: m.llama.dir,
         reason: state.library?.reason ?? null,
         gpus: state.library?.devices ?? [],
+        rejected: state.library?.rejected ?? [],
       },
       ...(state.pd ? { pd: state.pd() } : {}),
       devices: m.devices.map((d) => ({

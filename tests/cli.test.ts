@@ -57,7 +57,7 @@ const exitsTwo: [string[], RegExp][] = [
   [["serve", "--model", "/nonexistent/dir/model.gguf"], /nonexistent/],
   [["serve", "--chat-template", "/nonexistent.jinja"], /--chat-template \/nonexistent.jinja/],
   [["frobnicate"], /unknown command "frobnicate"/],
-  [["make-model", "--preset", "huge", "--out", "x.gguf"], /--preset must be tiny or small/],
+  [["make-model", "--preset", "huge", "--out", "x.gguf"], /--preset must be tiny, small or 1b/],
   [["make-model", "--preset", "tiny"], /--out PATH is required/],
   [["make-model", "--preset", "tiny", "--out", "x", "--wat"], /unknown argument --wat/],
 ];

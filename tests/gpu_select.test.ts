@@ -12,7 +12,13 @@ import {
   cudaLibraryDir,
   npmError,
 } from "../lib/gpu/cuda_package.ts";
-import { libraryLogLine, llamaLibraryFiles, selectLlamaLibrary } from "../lib/gpu/select.ts";
+import {
+  libraryLogLine,
+  llamaLibraryFiles,
+  type SelectDeps,
+  selectLlamaLibrary,
+} from "../lib/gpu/select.ts";
+import type { Candidate } from "../lib/gpu/candidates.ts";
 
 const root = new URL("..", import.meta.url).pathname;
 
@@ -185,104 +191,192 @@ function facts(over: Partial<HostFacts>): HostFacts {
 
 const noProbe = { probed: false, found: [], missing: [] };
 
-const neverFetch = {
-  cudaDir: (): Promise<string> => {
-    throw new Error("the CUDA package must not be touched");
-  },
-};
+type Calls = { smoke: string[]; build: string[]; checks: number };
+
+/** Fake host effects: candidates as given, smoke results by directory, a build that succeeds. */
+function deps(o: {
+  candidates: (built: boolean) => Candidate[];
+  smokeFails?: Record<string, string>;
+  canBuild?: boolean;
+}): { deps: SelectDeps; calls: Calls } {
+  const calls: Calls = { smoke: [], build: [], checks: 0 };
+  let built = false;
+  return {
+    calls,
+    deps: {
+      driver: () =>
+        Promise.resolve({
+          cuda: "13.0",
+          devices: [{ index: 0, name: "NVIDIA H200", compute: "9.0" }, {
+            index: 1,
+            name: "NVIDIA H200",
+            compute: "9.0",
+          }],
+          source: "driver",
+        }),
+      check: (input) => {
+        calls.checks++;
+        assert.deepEqual(input.gpus.map((g) => g.compute), ["9.0", "9.0"]);
+        const candidates = o.candidates(built);
+        return Promise.resolve({
+          gpus: input.gpus,
+          driver: { cuda: "13.0" },
+          candidates,
+          choice: candidates.find((c) => c.usable)!.build,
+        });
+      },
+      smoke: (dir) => {
+        calls.smoke.push(dir);
+        const why = o.smokeFails?.[dir];
+        return Promise.resolve(why ? { ok: false, reason: why } : { ok: true, reason: "decoded" });
+      },
+      build: (arch) => {
+        calls.build.push(arch);
+        built = !!o.canBuild;
+        return Promise.resolve(built);
+      },
+    },
+  };
+}
+
+const cand = (build: Candidate["build"], usable: boolean, reason: string, dir?: string) => ({
+  build,
+  usable,
+  reason,
+  sass: [],
+  ptx: [],
+  dir,
+});
+const CPU_CAND = cand("cpu", true, "always runs");
 
 Deno.test("select: the matrix", async () => {
-  const custom = await selectLlamaLibrary(facts({ libDir: "/opt/llama/lib" }), neverFetch);
-  assert.deepEqual(custom, {
-    kind: "custom",
-    dir: "/opt/llama/lib",
-    devices: ["0: NVIDIA H200", "1: NVIDIA H200"],
-    reason: "HEARTH_LLAMA_LIB_DIR; 2 GPUs visible",
-  });
-  const customCpu = await selectLlamaLibrary(
-    facts({ gpus: [], visible: [], libDir: "/x" }),
-    neverFetch,
-  );
-  assert.equal(customCpu.kind, "custom");
-  assert.deepEqual(customCpu.devices, []);
+  // HEARTH_LLAMA_LIB_DIR passes its smoke decode: used, GPUs listed.
+  const lib = `${root}node_modules/@node-llama-cpp/linux-x64/bins/linux-x64`;
+  const ok = deps({ candidates: () => [CPU_CAND] });
+  const custom = await selectLlamaLibrary(facts({ libDir: lib }), ok.deps);
+  assert.equal(custom.kind, "custom");
+  assert.equal(custom.dir, lib);
+  assert.deepEqual(custom.devices, ["0: NVIDIA H200", "1: NVIDIA H200"]);
+  assert.match(custom.reason, /^HEARTH_LLAMA_LIB_DIR; 2 GPUs visible; smoke decode: decoded$/);
+  assert.deepEqual(ok.calls.smoke, [lib]);
+  assert.equal(ok.calls.checks, 0, "a custom build that runs is not second-guessed");
 
-  let fetched = 0;
-  const cuda = await selectLlamaLibrary(facts({ visible: [gpu1] }), {
-    cudaDir: () => (fetched++, Promise.resolve("/cache/llama-cuda-3.22.1")),
+  // It fails its smoke decode: rejected with the reason, and the normal choice goes on.
+  const bad = deps({
+    candidates: () => [cand("prebuilt-cuda13", true, "sm_90 SASS", "/c13"), CPU_CAND],
+    smokeFails: { [lib]: "the smoke decode died with SIGABRT: boom" },
   });
-  assert.equal(fetched, 1);
-  assert.equal(cuda.kind, "cuda");
-  assert.equal(cuda.dir, "/cache/llama-cuda-3.22.1");
-  assert.deepEqual(cuda.devices, ["0: NVIDIA H200"], "CUDA numbers the visible GPUs from 0");
-  assert.match(cuda.reason, /GPU visible and the CUDA 13 runtime loads$/);
+  const fellBack = await selectLlamaLibrary(facts({ libDir: lib }), bad.deps);
+  assert.equal(fellBack.build, "prebuilt-cuda13");
+  assert.equal(fellBack.dir, "/c13");
+  assert.deepEqual(fellBack.rejected, [{
+    build: "custom",
+    reason: `HEARTH_LLAMA_LIB_DIR=${lib}: the smoke decode died with SIGABRT: boom`,
+  }]);
+  const noLib = await selectLlamaLibrary(facts({ libDir: "/nonexistent" }), ok.deps);
+  assert.match(noLib.rejected[0].reason, /\/nonexistent holds no llama\.cpp library/);
 
-  const oldDriver = await selectLlamaLibrary(facts({ driverVersion: "550.54.15" }), {
-    cudaDir: () => Promise.resolve("/c"),
-  });
-  assert.equal(oldDriver.kind, "cuda", "an old driver is a note, not a refusal (cuda-compat)");
-  assert.match(oldDriver.reason, /driver 550\.54\.15 is older than CUDA 13 needs \(580\+\)/);
-
+  // No GPU: the CPU build, nothing probed, fetched or smoke-tested.
+  const none = deps({ candidates: () => assert.fail("no check without a GPU") });
   const noGpu = await selectLlamaLibrary(
     facts({ gpus: [], visible: [], gpuSource: "none", runtime: noProbe }),
-    neverFetch,
+    none.deps,
   );
-  assert.deepEqual(noGpu, { kind: "cpu", devices: [], reason: "no NVIDIA GPU found" });
-
+  assert.equal(noGpu.kind, "cpu");
+  assert.equal(noGpu.reason, "no NVIDIA GPU found");
+  assert.ok(noGpu.dir.endsWith("/bins/linux-x64"), "the CPU build is loaded by its path");
+  assert.deepEqual(none.calls, { smoke: [], build: [], checks: 0 });
   const hidden = await selectLlamaLibrary(
     facts({ visible: [], cudaVisibleDevices: "-1", runtime: noProbe }),
-    neverFetch,
+    none.deps,
   );
-  assert.equal(hidden.kind, "cpu");
   assert.equal(hidden.reason, 'CUDA_VISIBLE_DEVICES="-1" hides all 2 GPUs');
   const hiddenEmpty = await selectLlamaLibrary(
     facts({ gpus: [gpu0], visible: [], cudaVisibleDevices: "", runtime: noProbe }),
-    neverFetch,
+    none.deps,
   );
   assert.equal(hiddenEmpty.reason, 'CUDA_VISIBLE_DEVICES="" hides the GPU');
 
-  const noCublas = await selectLlamaLibrary(
-    facts({
-      runtime: {
-        probed: true,
-        found: ["libcuda.so.1"],
-        missing: ["libcudart.so.13", "libcublas.so.13"],
-      },
-    }),
-    neverFetch,
-  );
-  assert.equal(noCublas.kind, "cpu");
-  assert.deepEqual(noCublas.devices, []);
-  assert.match(noCublas.reason, /libcudart\.so\.13, libcublas\.so\.13 cannot be loaded/);
-  assert.match(noCublas.reason, /CUDA 13 runtime and cuBLAS/);
-  assert.match(noCublas.reason, /deno task build:cuda.*HEARTH_LLAMA_LIB_DIR/);
-
-  const noDriverLib = await selectLlamaLibrary(
-    facts({ runtime: { probed: true, found: [], missing: ["libcuda.so.1"] } }),
-    neverFetch,
-  );
-  assert.equal(noDriverLib.kind, "cpu");
-  assert.match(noDriverLib.reason, /libcuda\.so\.1 .*NVIDIA runtime/);
-
-  const fetchFails = await selectLlamaLibrary(facts({}), {
-    cudaDir: () => Promise.reject(new Error("registry https://r.example unreachable")),
+  // The H100 case: CUDA 13 unusable by facts, CUDA 12 usable by facts but its smoke decode
+  // aborts, no source build: one is built, checked again, smoke-tested and chosen.
+  const h100 = deps({
+    candidates: (built) => [
+      cand("prebuilt-cuda13", false, "no SASS for sm_90, PTX ISA 9.1 needs 13.1"),
+      cand("prebuilt-cuda12", false, "libcudart.so.12 cannot be loaded"),
+      built ? cand("source", true, "sm_90 SASS", "/src/lib") : cand("source", false, "none"),
+      CPU_CAND,
+    ],
+    canBuild: true,
   });
-  assert.equal(fetchFails.kind, "cpu");
-  assert.deepEqual(fetchFails.devices, []);
-  assert.match(fetchFails.reason, /CUDA build is unavailable: registry https:\/\/r\.example/);
+  const lines: string[] = [];
+  const src = await selectLlamaLibrary(facts({}), h100.deps, (l) => lines.push(l));
+  assert.deepEqual(h100.calls.build, ["90"], "built once, for the GPUs' arch");
+  assert.equal(h100.calls.checks, 2);
+  assert.equal(src.kind, "cuda");
+  assert.equal(src.build, "source");
+  assert.equal(src.dir, "/src/lib");
+  assert.match(src.reason, /^sm_90 SASS; smoke decode: decoded$/);
+  assert.deepEqual(src.rejected.map((r) => r.build), [
+    "prebuilt-cuda13",
+    "prebuilt-cuda12",
+    "source",
+  ], "the missing source build is said before it is built");
+  assert.match(lines[0], /^llama\.cpp: not using prebuilt-cuda13: no SASS for sm_90/);
+  assert.match(libraryLogLine(src), /^llama\.cpp: source build in \/src\/lib on 2 GPUs/);
+
+  // A usable build whose smoke decode fails moves on to the next; none left: the CPU build.
+  const smokeFails = deps({
+    candidates: () => [cand("prebuilt-cuda13", true, "sm_90 SASS", "/c13"), CPU_CAND],
+    smokeFails: { "/c13": "the smoke decode died with SIGABRT: CUDA error: the provided PTX" },
+  });
+  const cpuAfter = await selectLlamaLibrary(facts({}), smokeFails.deps);
+  assert.equal(cpuAfter.kind, "cpu");
+  assert.deepEqual(smokeFails.calls.build, ["90"], "nothing usable: a build is attempted");
+  assert.match(cpuAfter.rejected[0].reason, /sm_90 SASS; but the smoke decode died with SIGABRT/);
+  assert.match(cpuAfter.reason, /2 GPUs visible but no GPU build can run here/);
+
+  // --no-build (the build hook declines): straight to the CPU build.
+  const noBuild = deps({
+    candidates: () => [cand("prebuilt-cuda13", false, "no SASS"), CPU_CAND],
+    canBuild: false,
+  });
+  const declined = await selectLlamaLibrary(facts({}), noBuild.deps);
+  assert.equal(declined.kind, "cpu");
+  assert.equal(noBuild.calls.checks, 1, "nothing built, nothing re-checked");
 });
 
 Deno.test("select: the log line says which build and why", () => {
+  const base = { rejected: [], dir: "/c/d" };
   assert.equal(
-    libraryLogLine({ kind: "cpu", devices: [], reason: "no NVIDIA GPU found" }),
+    libraryLogLine({
+      ...base,
+      kind: "cpu",
+      build: "cpu",
+      devices: [],
+      reason: "no NVIDIA GPU found",
+    }),
     "llama.cpp: CPU build @node-llama-cpp/linux-x64@3.22.1: no NVIDIA GPU found",
   );
   assert.equal(
-    libraryLogLine({ kind: "cuda", dir: "/c/d", devices: ["0: NVIDIA H200"], reason: "r" }),
+    libraryLogLine({
+      ...base,
+      kind: "cuda",
+      build: "prebuilt-cuda13",
+      devices: ["0: NVIDIA H200"],
+      reason: "r",
+    }),
     "llama.cpp: CUDA build @node-llama-cpp/linux-x64-cuda@3.22.1 in /c/d on 1 GPU " +
       "(0: NVIDIA H200): r",
   );
   assert.equal(
-    libraryLogLine({ kind: "custom", dir: "/o", devices: [], reason: "HEARTH_LLAMA_LIB_DIR" }),
+    libraryLogLine({
+      ...base,
+      kind: "custom",
+      build: "custom",
+      dir: "/o",
+      devices: [],
+      reason: "HEARTH_LLAMA_LIB_DIR",
+    }),
     "llama.cpp: custom build in /o: HEARTH_LLAMA_LIB_DIR",
   );
 });
@@ -499,67 +593,4 @@ Deno.test("cuda package: npm's errors become one line", () => {
   );
   assert.match(npmError("npm error code EINTEGRITY\n"), /^integrity mismatch/);
   assert.match(npmError("npm error code EWHAT\nnpm error it broke\n"), /\(EWHAT\): it broke$/);
-});
-
-// --- deno task build:cuda ---
-
-async function buildScript(args: string[], env: Record<string, string>) {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", `${root}lib/build/cuda.ts`, ...args],
-    env,
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const dec = new TextDecoder();
-  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
-}
-
-Deno.test("build:cuda: dry run prints the cmake commands; bad flags and no nvcc exit 2", async () => {
-  await withTemp(async (dir) => {
-    const env = { HEARTH_SRC_CACHE: `${dir}/src`, CUDACXX: `${dir}/bin/nvcc` };
-    await write(`${dir}/bin/nvcc`, "#!/bin/sh\n");
-    const dry = await buildScript(["--dry-run", "--arch", "80,90", "--jobs", "3"], env);
-    assert.equal(dry.code, 0, dry.stderr);
-    const lines = dry.stdout.trim().split("\n");
-    const configure = lines.find((l) => l.startsWith("cmake -S "))!;
-    assert.ok(
-      configure.startsWith(`cmake -S ${dir}/src/llama.cpp-3.22.1 -B ${dir}/src/cuda-build/build`),
-    );
-    for (
-      const flag of [
-        "-DBUILD_SHARED_LIBS=ON",
-        "-DGGML_BACKEND_DL=ON",
-        "-DGGML_CUDA=ON",
-        "-DGGML_NATIVE=OFF",
-        "'-DCMAKE_CUDA_ARCHITECTURES=80;90'",
-        "'-DCMAKE_INSTALL_RPATH=$ORIGIN'",
-        `-DCMAKE_CUDA_COMPILER=${dir}/bin/nvcc`,
-      ]
-    ) assert.ok(configure.includes(` ${flag}`), `${flag} in: ${configure}`);
-    assert.ok(
-      lines.includes(
-        `cmake --build ${dir}/src/cuda-build/build -j3 --target llama ggml ggml-cpu ggml-cuda`,
-      ),
-      dry.stdout,
-    );
-    assert.equal(lines.at(-1), `HEARTH_LLAMA_LIB_DIR=${dir}/src/cuda-build/lib`);
-    const entries = [];
-    for await (const e of Deno.readDir(dir)) entries.push(e.name);
-    assert.deepEqual(entries, ["bin"], "a dry run writes nothing");
-
-    const out = await buildScript(["--dry-run", "--out", `${dir}/o/`], env);
-    assert.match(out.stdout, /-DCMAKE_CUDA_ARCHITECTURES=native /);
-    assert.ok(out.stdout.trim().endsWith(`HEARTH_LLAMA_LIB_DIR=${dir}/o/lib`), out.stdout);
-
-    const bad = await buildScript(["--frobnicate"], env);
-    assert.equal(bad.code, 2);
-    assert.match(bad.stderr, /^unknown flag --frobnicate \(usage: /);
-
-    const noNvcc = await buildScript([], { ...env, CUDACXX: `${dir}/none/nvcc` });
-    assert.equal(noNvcc.code, 2);
-    assert.equal(
-      noNvcc.stderr.trim(),
-      `cannot build llama.cpp with CUDA: CUDACXX=${dir}/none/nvcc does not exist`,
-    );
-  });
 });

@@ -26,6 +26,8 @@ export type CmakeBuild = {
   targets: string[];
   /** Parallel jobs; default the machine's cores. */
   jobs?: number;
+  /** Each line the build prints (progress: ninja's `[N/M]`, make's `[ NN%]`). */
+  onLine?: (line: string) => void;
 };
 
 export async function exists(path: string): Promise<boolean> {
@@ -43,15 +45,40 @@ export async function hasTool(tool: string): Promise<boolean> {
     .output()).success;
 }
 
-/** Runs a build step with its output appended to `log`, so a failure can quote the tail. */
-async function step(what: string, cmd: string, args: string[], log: string): Promise<void> {
-  const out = await new Deno.Command(cmd, { args, stdout: "piped", stderr: "piped" }).output();
-  const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
-  await Deno.writeTextFile(log, `$ ${cmd} ${args.join(" ")}\n${text}\n`, { append: true });
-  if (!out.success) {
+/**
+ * Runs a build step with its output appended to `log` as it comes (a long build's log can be
+ * followed while it runs), each line also handed to `onLine`, so a failure can quote the tail.
+ */
+async function step(
+  what: string,
+  cmd: string,
+  args: string[],
+  log: string,
+  onLine?: (line: string) => void,
+): Promise<void> {
+  const child = new Deno.Command(cmd, { args, stdout: "piped", stderr: "piped" }).spawn();
+  using file = await Deno.open(log, { append: true, create: true });
+  await file.write(new TextEncoder().encode(`$ ${cmd} ${args.join(" ")}\n`));
+  const tail: string[] = [];
+  const pump = async (stream: ReadableStream<Uint8Array>) => {
+    let rest = "";
+    for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
+      await file.write(new TextEncoder().encode(chunk));
+      const lines = (rest + chunk).split("\n");
+      rest = lines.pop()!;
+      for (const line of lines) {
+        tail.push(line);
+        if (tail.length > 15) tail.shift();
+        onLine?.(line);
+      }
+    }
+    if (rest) tail.push(rest);
+  };
+  const [status] = await Promise.all([child.status, pump(child.stdout), pump(child.stderr)]);
+  if (!status.success) {
     throw new Error(
       `${what} build failed at \`${cmd} ${args.slice(0, 3).join(" ")} ...\` ` +
-        `(full log: ${log}):\n${text.trim().split("\n").slice(-15).join("\n")}`,
+        `(full log: ${log}):\n${tail.join("\n").trim()}`,
     );
   }
 }
@@ -74,7 +101,13 @@ export async function cmakeBuild(b: CmakeBuild): Promise<string> {
     ...b.flags,
   ], log);
   const jobs = b.jobs ?? navigator.hardwareConcurrency;
-  await step(b.what, "cmake", ["--build", b.dir, `-j${jobs}`, "--target", ...b.targets], log);
+  await step(
+    b.what,
+    "cmake",
+    ["--build", b.dir, `-j${jobs}`, "--target", ...b.targets],
+    log,
+    b.onLine,
+  );
   return log;
 }
 

@@ -94,6 +94,7 @@ if [ ! -f "$rt/.complete" ]; then
   if ! mv "$tmp" "$rt" 2>/dev/null; then rm -rf "$tmp"; fi
 fi
 export DENO_DIR="$rt/deno_dir"
+export HEARTH_RUNTIME_DIR="$rt"
 export DENO_NO_UPDATE_CHECK=1
 exec "$rt/deno" run -A --cached-only --config "$rt/app/deno.json" "$rt/app/main.ts" "$@"
 exit 0

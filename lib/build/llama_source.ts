@@ -14,6 +14,11 @@
  */
 
 export const NODE_LLAMA_CPP = "node-llama-cpp@3.22.1";
+/**
+ * The bundle's commit (`git rev-parse HEAD` of the clone, first 12 digits): names what is built
+ * from this source, so a build of another release is never taken for this one's.
+ */
+export const SOURCE_HASH = "de3ff815ea7d";
 
 /** Cache root: `HEARTH_SRC_CACHE`, else `~/.cache/hearth-src`. */
 export function sourceCacheDir(): string {

@@ -37,8 +37,14 @@ const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
     z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`),
   );
 const text = z.string().min(1, "must not be empty");
-const intList = z.string().regex(/^\d+(,\d+)*$/, "must be a comma-separated list of integers")
-  .transform((s) => s.split(",").map(Number));
+/** `off` is the empty list: no padding even where the model sits on a GPU. */
+const graphSizes = z.string().regex(
+  /^(off|\d+(,\d+)*)$/,
+  "must be off or a comma-separated list of integers",
+).transform((s) => s === "off" ? [] : s.split(",").map(Number));
+
+/** `--graph-batch`'s default where the model sits on a GPU (the seed's). */
+export const GPU_GRAPH_BATCH = [1, 2, 4, 8, 16, 32];
 
 /** One flag of `serve`, with its help line. */
 type FlagSpec = ArgvFlag<keyof ServeConfig> & { help: string };
@@ -58,8 +64,11 @@ export type ServeConfig = {
   maxBatch: number;
   maxSeqLen?: number;
   maxQueue?: number;
+  /** Undefined: the default (`GPU_GRAPH_BATCH` on a GPU, off on a CPU); `[]`: off. */
   graphBatch?: number[];
   backendSampling: "auto" | "on" | "off";
+  /** Never build llama.cpp from source at start-up, even where no GPU build can run. */
+  noBuild: boolean;
   numRanks: number;
   localNumRanks?: number;
   rankOffset: number;
@@ -163,9 +172,14 @@ export const FLAGS: FlagSpec[] = [
   {
     key: "graphBatch",
     names: ["--graph-batch"],
-    schema: intList,
-    meta: "N,N,...",
-    help: "pad decode steps to these sizes so CUDA graphs are reused (e.g. 1,2,4,8,16,32)",
+    schema: graphSizes,
+    meta: "N,N,...|off",
+    help: "pad decode steps to these sizes so CUDA graphs are reused (1,2,4,8,16,32 on a GPU)",
+  },
+  {
+    key: "noBuild",
+    names: ["--no-build"],
+    help: "on a GPU host where no prebuilt llama.cpp can run, do not build one from source",
   },
   {
     key: "backendSampling",
@@ -294,6 +308,7 @@ export function defaultConfig(env: Record<string, string | undefined>): ServeCon
     uiPort: 8001,
     maxBatch: 32,
     backendSampling: "auto",
+    noBuild: false,
     numRanks: 1,
     rankOffset: 0,
     dataDir: `${env.HOME ?? "."}/.cache/hearth`,
@@ -316,11 +331,30 @@ export function parseServeArgs(
 }
 
 /**
+ * `--graph-batch` in effect: as given (`off` is none), else the seed's sizes where the model sits
+ * on a GPU (captured CUDA graphs are replayed instead of built again), else none. `note` says why
+ * the GPU default was left off (a `--max-batch` too large for the padding sequences).
+ */
+export function graphBatchFor(
+  c: ServeConfig,
+  onGpu: boolean,
+): { sizes?: number[]; note?: string } {
+  if (c.graphBatch) return { sizes: c.graphBatch.length ? c.graphBatch : undefined };
+  if (!onGpu) return {};
+  try {
+    graphBatchLayout(GPU_GRAPH_BATCH, c.maxBatch);
+    return { sizes: GPU_GRAPH_BATCH };
+  } catch (e) {
+    return { note: `--graph-batch ${GPU_GRAPH_BATCH.join(",")} left off: ${(e as Error).message}` };
+  }
+}
+
+/**
  * The first flag this build cannot honour, as a one-line reason, or undefined. Checked at start-up
  * so an unsupported request is refused loudly instead of being ignored.
  */
 export function unsupportedFlag(c: ServeConfig): string | undefined {
-  if (c.graphBatch) {
+  if (c.graphBatch?.length) {
     try {
       graphBatchLayout(c.graphBatch, c.maxBatch);
     } catch (e) {

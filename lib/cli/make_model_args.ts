@@ -14,7 +14,7 @@ import { z } from "zod";
 import { CHAT_FORMATS } from "../gguf/chat_formats.ts";
 
 const schema = z.strictObject({
-  preset: z.enum(["tiny", "small"], "--preset must be tiny or small"),
+  preset: z.enum(["tiny", "small", "1b"], "--preset must be tiny, small or 1b"),
   out: z.string("--out PATH is required").min(1, "--out must not be empty"),
   embedding: z.boolean().optional(),
   dtype: z.enum(["f32", "f16", "q8_0"], "--dtype must be f32, f16 or q8_0").optional(),

@@ -52,7 +52,7 @@ import { endOfTurnIds, planReplyLength } from "./reply_length.ts";
 import { makeMtpModel } from "./mtp.ts";
 
 /** Names of the built-in presets. */
-export type PresetName = "tiny" | "small";
+export type PresetName = "tiny" | "small" | "1b";
 /** Storage type of the 2-D weights. */
 export type ModelDtype = "f32" | "f16" | "q8_0";
 
@@ -70,7 +70,7 @@ export type ModelPreset = {
 
 /**
  * `tiny`: minimal shapes for fast tests. `small`: SmolLM2-135M shapes, for realistic load
- * and speed measurements.
+ * and speed measurements. `1b`: Llama-3.2-1B shapes in F16 (2.5 GB), the GPU benchmark's model.
  */
 export const PRESETS: Readonly<Record<PresetName, Readonly<ModelPreset>>> = {
   tiny: {
@@ -92,6 +92,16 @@ export const PRESETS: Readonly<Record<PresetName, Readonly<ModelPreset>>> = {
     nFf: 1536,
     contextLength: 8192,
     dtype: "q8_0",
+  },
+  "1b": {
+    name: "1b",
+    nLayer: 16,
+    nEmbd: 2048,
+    nHead: 32,
+    nHeadKv: 8,
+    nFf: 8192,
+    contextLength: 8192,
+    dtype: "f16",
   },
 };
 
@@ -137,6 +147,8 @@ export type MakeModelOptions = {
    * one-block trunk, for speculative decoding tests (only 1 is supported). See `mtp.ts`.
    */
   mtpLayers?: number;
+  /** Override the preset's layer count (the GPU smoke decode uses a one-layer `tiny`). */
+  layers?: number;
 };
 
 /** What {@linkcode makeModel} wrote. */
@@ -328,7 +340,10 @@ export async function makeModel(opts: MakeModelOptions): Promise<MakeModelResult
       `unknown preset "${opts.preset}" (expected one of: ${Object.keys(PRESETS).join(", ")})`,
     );
   }
-  const preset = PRESETS[opts.preset];
+  if (opts.layers !== undefined && !(Number.isInteger(opts.layers) && opts.layers >= 1)) {
+    throw new Error(`layers must be a positive integer, got ${opts.layers}`);
+  }
+  const preset = { ...PRESETS[opts.preset], nLayer: opts.layers ?? PRESETS[opts.preset].nLayer };
   const dtype = opts.dtype ?? preset.dtype;
   if (!Object.hasOwn(DTYPE_GGML, dtype)) {
     throw new Error(`unknown dtype "${dtype}" (f32, f16 or q8_0)`);

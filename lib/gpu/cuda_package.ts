@@ -39,6 +39,8 @@ export type CudaPackageOptions = {
   cacheRoot?: string;
   /** Expected `sha512-...` of the tarball; default {@link CUDA_INTEGRITY}. Tests only. */
   integrity?: string;
+  /** The same for the `-ext` package; default {@link CUDA_EXT_INTEGRITY}. Tests only. */
+  extIntegrity?: string;
   /** The npm executable; default `npm` on PATH. */
   npm?: string;
   /** Extra environment for npm (`npm_config_registry`, `npm_config_cache`, ...). */
@@ -81,48 +83,157 @@ export async function cudaLibraryDir(opts: CudaPackageOptions = {}): Promise<str
 
 /** Fetches, verifies and unpacks the package into {@link cudaCacheDir}; returns that dir. */
 export async function fetchCudaPackage(opts: CudaPackageOptions = {}): Promise<string> {
-  const cacheRoot = opts.cacheRoot ?? defaultCacheRoot();
-  const final = cudaCacheDir(cacheRoot);
+  return await fetchPackage({
+    spec: CUDA_SPEC,
+    integrity: opts.integrity ?? CUDA_INTEGRITY,
+    megabytes: 143,
+    member: "package/bins",
+    final: cudaCacheDir(opts.cacheRoot ?? defaultCacheRoot()),
+    locate: (work) => libraryDirUnder(`${work}/package/bins`),
+    isDone: isLibraryDir,
+  }, opts);
+}
+
+/**
+ * `@node-llama-cpp/linux-x64-cuda-ext@3.22.1`: its only library is a CUDA 12 build of
+ * `libggml-cuda.so` (SASS sm_86, PTX ISA 8.4 for compute_50..80) that node-llama-cpp loads in
+ * place of the CUDA 13 one where that cannot run. Only that file is unpacked.
+ */
+export const CUDA_EXT_PACKAGE = "@node-llama-cpp/linux-x64-cuda-ext";
+export const CUDA_EXT_SPEC = `${CUDA_EXT_PACKAGE}@${CUDA_PACKAGE_VERSION}`;
+/** `npm view @node-llama-cpp/linux-x64-cuda-ext@3.22.1 dist.integrity` (176,664,119 bytes). */
+export const CUDA_EXT_INTEGRITY =
+  "sha512-4e5ajkiM2aR2WAdB/N/ACk4weEhHvOAIrzxZPsIX0xDFW5+6hhShuy1/vs88SK9NGdgAco9IyE28eYS0H1efpA==";
+const CUDA_EXT_MEMBER = `package/bins/${CUDA_BINS_SUBDIR}/fallback/libggml-cuda.so`;
+
+/** `<cacheRoot>/llama-cuda-ext-3.22.1` (holds the fallback `libggml-cuda.so`). */
+export function cudaExtCacheDir(cacheRoot = defaultCacheRoot()): string {
+  return `${cacheRoot}/llama-cuda-ext-${CUDA_PACKAGE_VERSION}`;
+}
+
+/** `<cacheRoot>/llama-cuda12-3.22.1`: the CUDA 13 build's files with the CUDA 12 backend. */
+export function cuda12CacheDir(cacheRoot = defaultCacheRoot()): string {
+  return `${cacheRoot}/llama-cuda12-${CUDA_PACKAGE_VERSION}`;
+}
+
+/** The fallback `libggml-cuda.so`, fetched on first use. */
+export async function cudaExtLibrary(opts: CudaPackageOptions = {}): Promise<string> {
+  const final = cudaExtCacheDir(opts.cacheRoot ?? defaultCacheRoot());
+  const lib = `${final}/libggml-cuda.so`;
+  if (await exists(lib)) return lib;
+  await fetchPackage({
+    spec: CUDA_EXT_SPEC,
+    integrity: opts.extIntegrity ?? CUDA_EXT_INTEGRITY,
+    megabytes: 177,
+    member: CUDA_EXT_MEMBER,
+    final,
+    locate: async (work) => {
+      const dir = `${work}/package/bins/${CUDA_BINS_SUBDIR}/fallback`;
+      return await exists(`${dir}/libggml-cuda.so`) ? dir : undefined;
+    },
+    isDone: (dir) => exists(`${dir}/libggml-cuda.so`),
+  }, opts);
+  return lib;
+}
+
+/**
+ * The CUDA 12 fallback as a loadable build: the CUDA 13 package's front libraries (which do not
+ * link the CUDA runtime) beside the fallback `libggml-cuda.so`, hard-linked (copied across
+ * filesystems) into {@link cuda12CacheDir}. Fetches either package on first use.
+ */
+export async function cuda12LibraryDir(opts: CudaPackageOptions = {}): Promise<string> {
+  const final = cuda12CacheDir(opts.cacheRoot ?? defaultCacheRoot());
+  if (await isLibraryDir(final) && await exists(`${final}/libggml-cuda.so`)) return final;
+  const base = await cudaLibraryDir(opts);
+  const fallback = await cudaExtLibrary(opts);
+  const root = final.slice(0, final.lastIndexOf("/"));
+  const work = await Deno.makeTempDir({ dir: root, prefix: ".llama-cuda12.tmp-" });
+  try {
+    for await (const e of Deno.readDir(base)) {
+      if (!e.isFile || e.name === "libggml-cuda.so") continue;
+      await linkOrCopy(`${base}/${e.name}`, `${work}/${e.name}`);
+    }
+    await linkOrCopy(fallback, `${work}/libggml-cuda.so`);
+    await moveIntoPlace(work, final);
+  } finally {
+    await Deno.remove(work, { recursive: true }).catch(() => {});
+  }
+  return final;
+}
+
+async function linkOrCopy(from: string, to: string): Promise<void> {
+  try {
+    await Deno.link(from, to);
+  } catch {
+    await Deno.copyFile(from, to);
+  }
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.stat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+type PackageFetch = {
+  spec: string;
+  integrity: string;
+  megabytes: number;
+  /** The tarball member to unpack. */
+  member: string;
+  final: string;
+  /** The directory under the unpacked work dir to move into place. */
+  locate: (work: string) => Promise<string | undefined>;
+  isDone: (dir: string) => Promise<boolean>;
+};
+
+async function fetchPackage(p: PackageFetch, opts: CudaPackageOptions): Promise<string> {
+  const cacheRoot = p.final.slice(0, p.final.lastIndexOf("/"));
   await Deno.mkdir(cacheRoot, { recursive: true });
-  const prefix = `.llama-cuda-${CUDA_PACKAGE_VERSION}.tmp-`;
+  const name = p.final.slice(cacheRoot.length + 1);
+  const prefix = `.${name}.tmp-`;
   await removeStaleWork(cacheRoot, prefix);
   // Inside the cache root so the final rename stays on one filesystem (and is atomic).
   const work = await Deno.makeTempDir({ dir: cacheRoot, prefix });
   try {
-    opts.log?.(`fetching ${CUDA_SPEC} (about 143 MB) for the GPU ...`);
-    const tgz = await npmPack(work, opts);
-    const expected = opts.integrity ?? CUDA_INTEGRITY;
+    opts.log?.(`fetching ${p.spec} (about ${p.megabytes} MB) for the GPU ...`);
+    const tgz = await npmPack(work, p.spec, opts);
     const actual = await sha512Integrity(tgz);
-    if (actual !== expected) {
+    if (actual !== p.integrity) {
       throw new Error(
-        `integrity mismatch for ${CUDA_SPEC}: expected ${expected}, got ${actual}; ` +
+        `integrity mismatch for ${p.spec}: expected ${p.integrity}, got ${actual}; ` +
           "refusing to use it (check the npm registry in use)",
       );
     }
-    await run("tar", ["xzf", tgz, "-C", work, "package/bins"], "unpack");
+    await run("tar", ["xzf", tgz, "-C", work, p.member], "unpack", p.spec);
     await Deno.remove(tgz);
-    const unpacked = await libraryDirUnder(`${work}/package/bins`);
-    if (!unpacked) throw new Error(`${CUDA_SPEC} holds no ${CUDA_LLAMA_LIB} under bins/`);
-    await moveIntoPlace(unpacked, final);
-    opts.log?.(`${CUDA_SPEC} unpacked into ${final}`);
-    return final;
+    const unpacked = await p.locate(work);
+    if (!unpacked) throw new Error(`${p.spec} holds no ${p.member}`);
+    await moveIntoPlace(unpacked, p.final, p.isDone);
+    opts.log?.(`${p.spec} unpacked into ${p.final}`);
+    return p.final;
   } finally {
     await Deno.remove(work, { recursive: true }).catch(() => {});
   }
 }
 
 /** Renames `from` to `final`, unless a concurrent start already put a good copy there. */
-async function moveIntoPlace(from: string, final: string): Promise<void> {
+async function moveIntoPlace(
+  from: string,
+  final: string,
+  isDone: (dir: string) => Promise<boolean> = isLibraryDir,
+): Promise<void> {
   for (let attempt = 0;; attempt++) {
     try {
       await Deno.rename(from, final);
       return;
     } catch (e) {
       // A concurrent start won the race; its copy passed the same check.
-      if (await isLibraryDir(final)) return;
-      if (attempt > 0) {
-        throw new Error(`cannot move the unpacked ${CUDA_SPEC} to ${final}: ${message(e)}`);
-      }
+      if (await isDone(final)) return;
+      if (attempt > 0) throw new Error(`cannot move ${from} to ${final}: ${message(e)}`);
       // Something that is not a finished copy (emptied by hand): ours replaces it.
       await Deno.remove(final, { recursive: true }).catch(() => {});
     }
@@ -137,12 +248,12 @@ export async function sha512Integrity(path: string): Promise<string> {
   return `sha512-${hash.digest("base64")}`;
 }
 
-async function npmPack(work: string, opts: CudaPackageOptions): Promise<string> {
+async function npmPack(work: string, spec: string, opts: CudaPackageOptions): Promise<string> {
   const npm = opts.npm ?? "npm";
   let out: Deno.CommandOutput;
   try {
     out = await new Deno.Command(npm, {
-      args: ["pack", CUDA_SPEC, "--pack-destination", work, "--loglevel=error"],
+      args: ["pack", spec, "--pack-destination", work, "--loglevel=error"],
       cwd: work,
       env: { npm_config_update_notifier: "false", ...opts.env },
       stdout: "piped",
@@ -151,17 +262,17 @@ async function npmPack(work: string, opts: CudaPackageOptions): Promise<string> 
   } catch (e) {
     if (e instanceof Deno.errors.NotFound) {
       throw new Error(
-        `cannot fetch ${CUDA_SPEC}: \`${npm}\` is not on PATH (install Node.js with npm, or ` +
+        `cannot fetch ${spec}: \`${npm}\` is not on PATH (install Node.js with npm, or ` +
           "set HEARTH_LLAMA_LIB_DIR to a CUDA build)",
       );
     }
     throw e;
   }
-  if (!out.success) throw new Error(npmError(new TextDecoder().decode(out.stderr)));
+  if (!out.success) throw new Error(npmError(new TextDecoder().decode(out.stderr), spec));
   for await (const e of Deno.readDir(work)) {
     if (e.isFile && e.name.endsWith(".tgz")) return `${work}/${e.name}`;
   }
-  throw new Error(`npm pack ${CUDA_SPEC} wrote no tarball`);
+  throw new Error(`npm pack ${spec} wrote no tarball`);
 }
 
 const NETWORK_CODES = new Set([
@@ -177,23 +288,23 @@ const NETWORK_CODES = new Set([
 ]);
 
 /** One line from npm's multi-line error report. */
-export function npmError(stderr: string): string {
+export function npmError(stderr: string, spec = CUDA_SPEC): string {
   const code = stderr.match(/npm (?:error|ERR!) code (\S+)/)?.[1] ?? "";
   const request = stderr.match(/request to (\S+) failed, reason: ([^\n]+)/);
   if (NETWORK_CODES.has(code) || (request && !code)) {
     const where = request ? new URL(request[1]).origin : "the npm registry";
-    return `cannot fetch ${CUDA_SPEC}: registry ${where} unreachable (` +
+    return `cannot fetch ${spec}: registry ${where} unreachable (` +
       `${request?.[2].trim() ?? code})`;
   }
   if (code === "E404" || code === "ETARGET") {
-    return `cannot fetch ${CUDA_SPEC}: not found on the npm registry (${code})`;
+    return `cannot fetch ${spec}: not found on the npm registry (${code})`;
   }
   if (code === "EINTEGRITY") {
-    return `integrity mismatch for ${CUDA_SPEC}: npm rejected the tarball (EINTEGRITY)`;
+    return `integrity mismatch for ${spec}: npm rejected the tarball (EINTEGRITY)`;
   }
   const first = stderr.split("\n").map((l) => l.replace(/^npm (error|ERR!)\s*/, "").trim())
     .find((l) => l && !l.startsWith("code ")) ?? "no output";
-  return `cannot fetch ${CUDA_SPEC}: npm pack failed${code ? ` (${code})` : ""}: ${first}`;
+  return `cannot fetch ${spec}: npm pack failed${code ? ` (${code})` : ""}: ${first}`;
 }
 
 /** The directory under `bins/` holding the libraries: the known name first, else any. */
@@ -240,16 +351,16 @@ async function removeStaleWork(root: string, prefix: string): Promise<void> {
   }
 }
 
-async function run(cmd: string, args: string[], what: string): Promise<void> {
+async function run(cmd: string, args: string[], what: string, spec: string): Promise<void> {
   let out: Deno.CommandOutput;
   try {
     out = await new Deno.Command(cmd, { args, stdout: "null", stderr: "piped" }).output();
   } catch (e) {
-    throw new Error(`cannot ${what} ${CUDA_SPEC}: \`${cmd}\` failed to start (${message(e)})`);
+    throw new Error(`cannot ${what} ${spec}: \`${cmd}\` failed to start (${message(e)})`);
   }
   if (!out.success) {
     const err = new TextDecoder().decode(out.stderr).trim().split("\n")[0];
-    throw new Error(`cannot ${what} ${CUDA_SPEC}: ${cmd} failed: ${err}`);
+    throw new Error(`cannot ${what} ${spec}: ${cmd} failed: ${err}`);
   }
 }
 

@@ -1,77 +1,145 @@
 /**
- * Which llama.cpp build Hearth loads (DESIGN section 10): `HEARTH_LLAMA_LIB_DIR` when set; the
- * prebuilt CUDA build when a GPU is visible and the CUDA 13 runtime loads; the CPU build
- * otherwise. The decision is a plain function of the host facts (`detect.ts`); the only effect,
- * fetching the CUDA package, comes in as a dependency and is reached only on the CUDA branch, so
- * a CPU-only host never downloads it. A failed fetch falls back to the CPU build with the error
- * in the reason: a server that runs slowly beats one that does not start.
+ * Which llama.cpp build `serve` loads (DESIGN's GPU contract). With no GPU visible: the CPU build,
+ * without fetching anything. With GPUs: the candidates in order (prebuilt CUDA 13, prebuilt CUDA
+ * 12 fallback, a cached source build, the CPU build) are judged from facts (`candidates.ts`);
+ * when none of the GPU ones can run and a CUDA toolkit is present, a source build is made first
+ * (unless `--no-build`); then each usable GPU build must pass the smoke decode (`smoke.ts`) in a
+ * child process before it is chosen. `HEARTH_LLAMA_LIB_DIR` is tried first and smoke-tested the
+ * same way. Every rejected build is kept with its reason for the log and `/props`
+ * `library.rejected`. Nothing here can abort the server: everything that could runs in a child.
  *
  * @example
  * ```ts
  * import { chooseLlamaLibrary, libraryLogLine } from "./select.ts";
  * const choice = await chooseLlamaLibrary({ cacheRoot: dataDir, log: console.error });
  * console.error(libraryLogLine(choice));
- * // llama.cpp: CUDA build @node-llama-cpp/linux-x64-cuda@3.22.1 in /root/.cache/hearth/llama-cuda-3.22.1
- * //   on 1 GPU (0: NVIDIA H200): NVIDIA GPU visible and the CUDA 13 runtime loads
- * openLlama(choice.dir); // undefined for the CPU build: the default prebuilt directory
+ * // llama.cpp: source build in /data/llama-cuda-src-90-de3ff815ea7d/lib on 1 GPU (0: NVIDIA
+ * //   H100 80GB HBM3): runs on GPU 0 (NVIDIA H100 80GB HBM3, compute 9.0) through sm_90 SASS; ...
+ * choice.rejected; // [{ build: "prebuilt-cuda13", reason: "GPU 0 (...): no SASS for sm_90 ..." }]
+ * openLlama(choice.dir); // for the CPU build, the project's prebuilt directory
  * ```
  * @module
  */
-import { detectHost, type Gpu, type HostFacts } from "./detect.ts";
-import { libraryFiles } from "../../ffi/library.ts";
-import { CUDA_SPEC, cudaLibraryDir } from "./cuda_package.ts";
+import { detectHost, dlopenProbe, type Gpu, type HostFacts, ldconfigProbe } from "./detect.ts";
+import { libraryFiles, prebuiltDir } from "../../ffi/library.ts";
+import { cuda12LibraryDir, CUDA_SPEC, cudaLibraryDir } from "./cuda_package.ts";
+import { type BuildName, checkBuilds, type GpuCheck } from "./candidates.ts";
+import { type DriverFacts, probeDriver } from "./probe.ts";
+import { type SmokeResult, smokeTest } from "./smoke.ts";
+import { findCudaSourceBuilds } from "../build/cuda.ts";
 
 export type LibraryKind = "cpu" | "cuda" | "custom";
 
+export type Rejected = { build: BuildName | "custom"; reason: string };
+
 export type LibraryChoice = {
   kind: LibraryKind;
-  /** The directory to load from; absent for the CPU build (the project's prebuilt one). */
-  dir?: string;
+  /** Which candidate (`custom` = `HEARTH_LLAMA_LIB_DIR`). */
+  build: BuildName | "custom";
+  /** The directory to load from (for the CPU build, the project's prebuilt one). */
+  dir: string;
   /** The GPUs the build will use, as CUDA numbers them (`0: NVIDIA H200`); empty for the CPU. */
   devices: string[];
   reason: string;
+  /** Builds tried before this one, and why each was not taken. */
+  rejected: Rejected[];
 };
 
 export type SelectDeps = {
-  /** Locates or fetches the prebuilt CUDA build; called only when it is the choice. */
-  cudaDir: () => Promise<string>;
+  driver: () => Promise<DriverFacts>;
+  check: (input: Parameters<typeof checkBuilds>[0]) => Promise<GpuCheck>;
+  smoke: (dir: string) => Promise<SmokeResult>;
+  /**
+   * Builds from source when no GPU build can run; returns false when no toolkit is there (or
+   * `--no-build`), so the CPU build is taken.
+   */
+  build: (arch: string) => Promise<boolean>;
 };
 
 /** The CPU build that `ffi/library.ts` loads by default. */
 export const CPU_SPEC = "@node-llama-cpp/linux-x64@3.22.1";
-/** CUDA 13 supports kernel drivers from this major version on. */
-const CUDA13_MIN_DRIVER = 580;
 
 /** Decides from `facts`; never throws for a host problem, it chooses the CPU build instead. */
 export async function selectLlamaLibrary(
   facts: HostFacts,
   deps: SelectDeps,
+  log: (line: string) => void = () => {},
 ): Promise<LibraryChoice> {
   const devices = facts.visible.map(describeGpu);
-  if (facts.libDir) {
-    const gpus = devices.length > 0 ? `; ${count(devices.length)} visible` : "";
-    return { kind: "custom", dir: facts.libDir, devices, reason: `HEARTH_LLAMA_LIB_DIR${gpus}` };
-  }
-  if (facts.visible.length === 0) return cpu(noGpuReason(facts));
-  if (!facts.runtime.probed) {
-    return cpu(`${count(devices.length)} visible but the CUDA runtime was not checked`);
-  }
-  if (facts.runtime.missing.length > 0) {
-    return cpu(missingRuntimeReason(facts, facts.runtime.missing));
-  }
-  let dir: string;
-  try {
-    dir = await deps.cudaDir();
-  } catch (e) {
-    const why = e instanceof Error ? e.message : String(e);
-    return cpu(`${count(devices.length)} visible but the CUDA build is unavailable: ${why}`);
-  }
-  return {
-    kind: "cuda",
-    dir,
-    devices,
-    reason: `NVIDIA GPU visible and the CUDA 13 runtime loads${driverNote(facts.driverVersion)}`,
+  const rejected: Rejected[] = [];
+  const reject = (build: Rejected["build"], reason: string) => {
+    rejected.push({ build, reason });
+    log(`llama.cpp: not using ${build}: ${reason}`);
   };
+  if (facts.libDir) {
+    if (!libraryFiles(facts.libDir)) {
+      reject("custom", `HEARTH_LLAMA_LIB_DIR=${facts.libDir} holds no llama.cpp library`);
+    } else {
+      const smoke = await deps.smoke(facts.libDir);
+      if (smoke.ok) {
+        const gpus = devices.length > 0 ? `; ${count(devices.length)} visible` : "";
+        return {
+          kind: "custom",
+          build: "custom",
+          dir: facts.libDir,
+          devices,
+          reason: `HEARTH_LLAMA_LIB_DIR${gpus}; smoke decode: ${smoke.reason}`,
+          rejected,
+        };
+      }
+      reject("custom", `HEARTH_LLAMA_LIB_DIR=${facts.libDir}: ${smoke.reason}`);
+    }
+  }
+  if (facts.visible.length === 0) return cpu(noGpuReason(facts), rejected);
+
+  const driver = await deps.driver();
+  if (driver.error) log(`llama.cpp: GPU probe: ${driver.error}`);
+  const gpus = facts.visible.map((g, i) => ({
+    index: i,
+    name: driver.devices[i]?.name ?? g.name,
+    compute: driver.devices[i]?.compute,
+  }));
+  const input = { gpus, driverCuda: driver.cuda, whatIf: false };
+  const tried = new Set<string>();
+  const firstThatRuns = async (check: GpuCheck): Promise<LibraryChoice | undefined> => {
+    for (const c of check.candidates) {
+      if (c.build === "cpu") break;
+      const key = `${c.build}:${c.dir ?? ""}`;
+      if (tried.has(key)) continue;
+      tried.add(key);
+      if (!c.usable || !c.dir) {
+        reject(c.build, c.reason);
+        continue;
+      }
+      const smoke = await deps.smoke(c.dir);
+      if (!smoke.ok) {
+        reject(c.build, `${c.reason}; but ${smoke.reason}`);
+        continue;
+      }
+      return {
+        kind: "cuda",
+        build: c.build,
+        dir: c.dir,
+        devices,
+        reason: `${c.reason}; smoke decode: ${smoke.reason}`,
+        rejected,
+      };
+    }
+    return undefined;
+  };
+  const first = await firstThatRuns(await deps.check(input));
+  if (first) return first;
+  // Nothing prebuilt or cached runs here (by the facts or by the smoke decode): build one.
+  const archs = [...new Set(gpus.map((g) => g.compute).filter((c) => c))]
+    .map((c) => c!.replace(".", ""));
+  if (archs.length > 0 && await deps.build(archs.join(","))) {
+    const built = await firstThatRuns(await deps.check(input));
+    if (built) return built;
+  }
+  return cpu(
+    `${count(devices.length)} visible but no GPU build can run here (see the lines above)`,
+    rejected,
+  );
 }
 
 /** The start-up log line naming the build and why it was chosen. */
@@ -79,23 +147,56 @@ export function libraryLogLine(choice: LibraryChoice): string {
   const on = choice.devices.length > 0
     ? ` on ${count(choice.devices.length)} (${choice.devices.join(", ")})`
     : "";
-  switch (choice.kind) {
+  switch (choice.build) {
     case "custom":
       return `llama.cpp: custom build in ${choice.dir}${on}: ${choice.reason}`;
-    case "cuda":
+    case "prebuilt-cuda13":
       return `llama.cpp: CUDA build ${CUDA_SPEC} in ${choice.dir}${on}: ${choice.reason}`;
+    case "prebuilt-cuda12":
+      return `llama.cpp: CUDA 12 fallback build in ${choice.dir}${on}: ${choice.reason}`;
+    case "source":
+      return `llama.cpp: source build in ${choice.dir}${on}: ${choice.reason}`;
     case "cpu":
       return `llama.cpp: CPU build ${CPU_SPEC}: ${choice.reason}`;
   }
 }
 
-/** Detects the host and selects, fetching the CUDA build when it is the choice. */
-export async function chooseLlamaLibrary(
-  opts: { cacheRoot?: string; log?: (line: string) => void } = {},
-): Promise<LibraryChoice> {
-  return await selectLlamaLibrary(await detectHost(), {
-    cudaDir: () => cudaLibraryDir({ cacheRoot: opts.cacheRoot, log: opts.log }),
-  });
+/** The production dependencies: the real packages, source builds, driver probe and smoke. */
+export function hostDeps(o: {
+  cacheRoot: string;
+  log?: (line: string) => void;
+  build?: (arch: string) => Promise<boolean>;
+}): Omit<SelectDeps, "build"> & { build: (arch: string) => Promise<boolean> } {
+  return {
+    driver: probeDriver,
+    check: (input) =>
+      checkBuilds(input, {
+        cuda13Dir: () => cudaLibraryDir({ cacheRoot: o.cacheRoot, log: o.log }),
+        cuda12Dir: () => cuda12LibraryDir({ cacheRoot: o.cacheRoot, log: o.log }),
+        sourceDirs: () => findCudaSourceBuilds(o.cacheRoot),
+        probe: libraryProbe,
+      }),
+    smoke: (dir) => smokeTest(dir, { dataDir: o.cacheRoot }),
+    build: o.build ?? (() => Promise.resolve(false)),
+  };
+}
+
+/** Asks the dynamic loader (FFI), else `LD_LIBRARY_PATH` and the ld.so cache. */
+export async function libraryProbe(lib: string): Promise<boolean> {
+  try {
+    return dlopenProbe(lib);
+  } catch {
+    return await ldconfigProbe(lib);
+  }
+}
+
+/** Detects the host and selects (fetching, building and smoke-testing as needed). */
+export async function chooseLlamaLibrary(o: {
+  cacheRoot: string;
+  log?: (line: string) => void;
+  build?: (arch: string) => Promise<boolean>;
+}): Promise<LibraryChoice> {
+  return await selectLlamaLibrary(await detectHost(), hostDeps(o), o.log);
 }
 
 /**
@@ -108,8 +209,8 @@ export function llamaLibraryFiles(
   return Promise.resolve(libraryFiles(dir));
 }
 
-function cpu(reason: string): LibraryChoice {
-  return { kind: "cpu", devices: [], reason };
+function cpu(reason: string, rejected: Rejected[]): LibraryChoice {
+  return { kind: "cpu", build: "cpu", dir: prebuiltDir(), devices: [], reason, rejected };
 }
 
 function describeGpu(gpu: Gpu, cudaIndex: number): string {
@@ -120,27 +221,9 @@ function count(n: number): string {
   return n === 1 ? "1 GPU" : `${n} GPUs`;
 }
 
-function noGpuReason(facts: HostFacts): string {
+/** Why there is no GPU to use, in the words `serve` logs. */
+export function noGpuReason(facts: HostFacts): string {
   if (facts.gpus.length === 0) return "no NVIDIA GPU found";
   return `CUDA_VISIBLE_DEVICES=${JSON.stringify(facts.cudaVisibleDevices)} hides ` +
     (facts.gpus.length === 1 ? "the GPU" : `all ${facts.gpus.length} GPUs`);
-}
-
-function missingRuntimeReason(facts: HostFacts, missing: string[]): string {
-  const head = `${count(facts.visible.length)} visible but ${missing.join(", ")} cannot be loaded`;
-  if (missing.includes("libcuda.so.1")) {
-    return `${head}: the NVIDIA driver's user-space library is missing (in a container, start ` +
-      "it with the NVIDIA runtime, e.g. `docker run --gpus all`)";
-  }
-  return `${head}: install the CUDA 13 runtime and cuBLAS (e.g. apt packages cuda-cudart-13-0 ` +
-    "and libcublas-13-0, or add their directory to LD_LIBRARY_PATH), or build llama.cpp with " +
-    "the CUDA toolkit you have (`deno task build:cuda`) and set HEARTH_LLAMA_LIB_DIR";
-}
-
-function driverNote(version: string | undefined): string {
-  const major = Number(version?.split(".")[0]);
-  if (!version || !(major < CUDA13_MIN_DRIVER)) return "";
-  // Not a refusal: datacenter hosts can run newer CUDA on older drivers (cuda-compat).
-  return `; note: driver ${version} is older than CUDA 13 needs (${CUDA13_MIN_DRIVER}+), so ` +
-    "update it if llama.cpp reports no CUDA device";
 }
