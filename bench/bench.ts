@@ -48,7 +48,13 @@ import { startServer } from "../tests/support/server.ts";
 import { sourceCacheDir } from "../lib/build/llama_source.ts";
 import { BENCH_SCHEMA } from "./schema.ts";
 import { type SpeculativeRow, speculativeRows } from "./speculative.ts";
-import { buildLlamaServer, peerArgs, type PeerBuild, startLlamaServer } from "./peer.ts";
+import {
+  buildLlamaServer,
+  peerArgs,
+  type PeerBuild,
+  peerVersion,
+  startLlamaServer,
+} from "./peer.ts";
 import { clientCpuMs, cpuSplit, threadTimes } from "./thread_cpu.ts";
 
 const USAGE =
@@ -73,7 +79,11 @@ options of the inference benchmark:
   --peer                also measure llama.cpp's llama-server (built once, ~5 min on 2 cores)
   --no-single           skip the single-sequence section
   --no-constrained      skip the JSON-schema constrained rows
-  --no-speculative      skip the speculative decoding rows (in-process, --mtp 4)`;
+  --no-speculative      skip the speculative decoding rows (in-process, --mtp 4)
+  --peer-bin PATH       with --peer: this llama-server instead of building one (bench/gpu.sh
+                        passes the one built with the libraries under test)
+  --server-arg ARG      one more \`hearth serve\` argument (repeatable; e.g. --graph-batch=off)
+  --json-out FILE       write the JSON here instead of bench/results/bench-<date>.json`;
 
 type Args = {
   model?: string;
@@ -91,6 +101,9 @@ type Args = {
   single: boolean;
   constrained: boolean;
   speculative: boolean;
+  peerBin?: string;
+  serverArgs: string[];
+  jsonOut?: string;
 };
 
 function parseArgs(argv: string[]): Args {
@@ -109,6 +122,7 @@ function parseArgs(argv: string[]): Args {
     single: true,
     constrained: true,
     speculative: true,
+    serverArgs: [],
   };
   const bad = (msg: string): never => {
     console.error(`bench: ${msg}\n${USAGE}`);
@@ -179,6 +193,22 @@ function parseArgs(argv: string[]): Args {
         break;
       case "--no-single":
         a.single = false;
+        break;
+      case "--peer-bin":
+        if (!v) bad("--peer-bin needs a path");
+        a.peerBin = v;
+        a.peer = true;
+        i++;
+        break;
+      case "--server-arg":
+        if (!v) bad("--server-arg needs a value");
+        a.serverArgs.push(v);
+        i++;
+        break;
+      case "--json-out":
+        if (!v) bad("--json-out needs a path");
+        a.jsonOut = v;
+        i++;
         break;
       case "-h":
       case "--help":
@@ -869,7 +899,9 @@ if (import.meta.main) {
   let peerBuild: PeerBuild | undefined;
   if (a.peer) {
     try {
-      peerBuild = await buildLlamaServer();
+      peerBuild = a.peerBin
+        ? { bin: a.peerBin, version: await peerVersion(a.peerBin), buildSeconds: 0, cached: true }
+        : await buildLlamaServer();
     } catch (e) {
       console.error(`bench: --peer: cannot use llama-server: ${(e as Error).message}`);
       Deno.exit(1);
@@ -930,7 +962,10 @@ if (import.meta.main) {
   // Prompt variants are unique across the whole run, so no request can hit a cached prefix.
   const variants = { next: 1_000 };
   loads.push(snapshot("server"));
-  const srv = await startServer(hearthArgs(path, a.maxBatch, a.maxSeqLen, threads), {
+  const srv = await startServer([
+    ...hearthArgs(path, a.maxBatch, a.maxSeqLen, threads),
+    ...a.serverArgs,
+  ], {
     timeoutMs: 300_000,
   });
   let server: Phase[];
@@ -1241,7 +1276,7 @@ if (import.meta.main) {
   };
   const dir = new URL("./results/", import.meta.url).pathname;
   await Deno.mkdir(dir, { recursive: true });
-  const file = `${dir}bench-${date.replace(/[:.]/g, "-")}.json`;
+  const file = a.jsonOut ?? `${dir}bench-${date.replace(/[:.]/g, "-")}.json`;
   await Deno.writeTextFile(file, JSON.stringify(result, null, 2) + "\n");
   console.log(`\nwrote ${file}`);
 }
