@@ -51,6 +51,7 @@ import {
 } from "./lib/build/cuda.ts";
 import { runGpuCheck } from "./lib/cli/gpu_check.ts";
 import { readCudaDriver } from "./ffi/cuda_driver.ts";
+import { lastLoadStackBytes } from "./ffi/load_thread.ts";
 import { runSmokeDecode } from "./lib/gpu/smoke.ts";
 import { probeDriver } from "./lib/gpu/probe.ts";
 import { startWorkerEngine } from "./lib/engine/worker_engine.ts";
@@ -327,6 +328,7 @@ async function serve(argv: string[]): Promise<void> {
       draftTokens: config.mtp,
       backendSampling: state.backendSampling,
     });
+    state.threadStacks = { load: lastLoadStackBytes(), engine: engine.threadStackBytes };
     if (pd?.role === "decode") {
       const split = withRemotePrefill(engine, pd, await modelFingerprint(model.path));
       state.engine = split;

@@ -19,11 +19,18 @@
  * @module
  */
 import { isMainThread, parentPort, Worker, workerData } from "node:worker_threads";
+import { threadStackBytes } from "./thread_stack.ts";
 
 /** The loader thread's stack: eight times a main thread's, 32 times the blocking pool's. */
 export const LOAD_STACK_MB = 64;
 
 type Job = { dir: string; llama: string; path: string; params: Uint8Array };
+
+let lastStack = 0;
+/** The stack size of the thread the last model was loaded on (for `/props`). */
+export function lastLoadStackBytes(): number {
+  return lastStack;
+}
 
 /** Loads `path` with `params` (a `llama_model_params` struct) on a fresh 64 MiB-stack thread. */
 export function loadOnBigStack(
@@ -39,10 +46,13 @@ export function loadOnBigStack(
       resourceLimits: { stackSizeMb: LOAD_STACK_MB },
     });
     let settled = false;
-    worker.once("message", (m: { model: bigint } | { error: string }) => {
+    worker.once("message", (m: { model: bigint; stack: number } | { error: string }) => {
       settled = true;
       if ("error" in m) reject(new Error(m.error));
-      else resolve(m.model === 0n ? null : Deno.UnsafePointer.create(m.model));
+      else {
+        lastStack = m.stack;
+        resolve(m.model === 0n ? null : Deno.UnsafePointer.create(m.model));
+      }
       void worker.terminate();
     });
     worker.once("error", (e) => {
@@ -64,7 +74,7 @@ if (!isMainThread && workerData && (workerData as Job).path && parentPort) {
     });
     const path = new TextEncoder().encode(`${job.path}\0`);
     const model = lib.symbols.llama_model_load_from_file(path, new Uint8Array(job.params));
-    parentPort.postMessage({ model: Deno.UnsafePointer.value(model) });
+    parentPort.postMessage({ model: Deno.UnsafePointer.value(model), stack: threadStackBytes() });
   } catch (e) {
     parentPort.postMessage({ error: (e as Error).message });
   }

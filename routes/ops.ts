@@ -50,6 +50,7 @@ export function opsRoutes(state: ServerState): Hono {
         gpus: state.library?.devices ?? [],
         rejected: state.library?.rejected ?? [],
       },
+      thread_stack_bytes: state.threadStacks ?? null,
       ...(state.pd ? { pd: state.pd() } : {}),
       devices: m.devices.map((d) => ({
         name: d.name,

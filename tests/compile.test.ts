@@ -4,6 +4,8 @@
 import assert from "node:assert/strict";
 import { compile } from "../lib/build/compile.ts";
 import { startServer } from "./support/server.ts";
+import { gpuDataDir } from "./support/gpu_data.ts";
+import { cpuSourceBuildDir } from "../lib/build/cuda.ts";
 
 Deno.test("compiled binary serves the demo model from an empty HOME", async () => {
   const work = await Deno.makeTempDir({ prefix: "hearth-bin-" });
@@ -47,6 +49,48 @@ Deno.test("compiled binary serves the demo model from an empty HOME", async () =
     } finally {
       await srv.stop();
     }
+    // A custom build is smoke-tested by a child of the single executable (itself, run again from
+    // its unpacked copy without the network) before it is used.
+    const custom = await startServer(["--max-batch", "2", "--max-seq-len", "512"], {
+      cmd: [bin],
+      env: { ...env, HEARTH_LLAMA_LIB_DIR: `${cpuSourceBuildDir()}/lib` },
+      cwd: `${work}/empty`,
+      timeoutMs: 120_000,
+    });
+    try {
+      const lib = (await (await fetch(`${custom.url}/props`)).json()).library;
+      assert.equal(lib.build, "custom", JSON.stringify(lib));
+      assert.match(lib.reason, /smoke decode: decoded 4 tokens/);
+    } finally {
+      await custom.stop();
+    }
+    // gpu-check and build-cuda work from the single executable (a what-if on the real packages).
+    const gd = `${work}/gpu-data`;
+    const cp = await new Deno.Command("cp", { args: ["-al", gpuDataDir(), gd] }).output();
+    assert.ok(cp.success);
+    const run = async (args: string[]) => {
+      const out = await new Deno.Command(bin, { args, env, cwd: `${work}/empty`, stdout: "piped" })
+        .output();
+      assert.equal(out.code, 0, args.join(" "));
+      return new TextDecoder().decode(out.stdout);
+    };
+    const check = JSON.parse(
+      await run([
+        "gpu-check",
+        "--compute",
+        "9.0",
+        "--cuda-driver",
+        "13.1",
+        "--json",
+        "--data-dir",
+        gd,
+      ]),
+    );
+    assert.equal(check.choice, "prebuilt-cuda13");
+    assert.match(
+      await run(["build-cuda", "--arch", "90", "--dry-run", "--data-dir", gd]),
+      /-DCMAKE_CUDA_ARCHITECTURES=90 /,
+    );
     // It unpacked into the data dir under HOME, by content hash, and wrote the demo model there.
     const runtimes = [...Deno.readDirSync(`${work}/home/.cache/hearth/runtime`)];
     assert.equal(runtimes.length, 1);

@@ -141,6 +141,24 @@ Deno.test("gpu-check: the CLI prints DESIGN's JSON and a table; bad flags exit 2
   assert.match(host.stdout, /✗ prebuilt-cuda13 +unusable: (no NVIDIA GPU found|CUDA_VISIBLE)/);
   assert.match(host.stdout, /choice: cpu$/m);
 
+  // --smoke on this host: the chosen (CPU) build decodes in a child.
+  const smokeDir = await Deno.makeTempDir({ prefix: "hearth-gpu-check-smoke-" });
+  try {
+    const smoke = await hearth(["gpu-check", "--smoke", "--json", "--data-dir", smokeDir], {
+      CUDA_VISIBLE_DEVICES: "-1",
+    });
+    assert.equal(smoke.code, 0, smoke.stderr);
+    const cpu = JSON.parse(smoke.stdout).candidates.find((c: { build: string }) =>
+      c.build === "cpu"
+    );
+    assert.match(cpu.smoke, /^decoded 4 tokens on CPU/);
+  } finally {
+    await Deno.remove(smokeDir, { recursive: true });
+  }
+  const whatIfSmoke = await hearth(["gpu-check", "--compute", "9.0", "--smoke"]);
+  assert.equal(whatIfSmoke.code, 2);
+  assert.match(whatIfSmoke.stderr, /--smoke .* cannot go with --compute/);
+
   const bad = await hearth(["gpu-check", "--compute", "nine"]);
   assert.equal(bad.code, 2);
   assert.match(bad.stderr, /--compute must look like 9\.0, got nine/);
@@ -255,6 +273,10 @@ Deno.test("source build: served through HEARTH_LLAMA_LIB_DIR, same greedy text a
     assert.equal(l.dir, lib);
     assert.match(l.reason, /smoke decode: decoded 4 tokens on CPU.* matching the CPU build/);
     assert.deepEqual(l.rejected, []);
+    // llama.cpp loads and decodes on threads with the stack Hearth asked for, not Deno's 2 MiB
+    // blocking pool or a web Worker's 4 MiB.
+    const p = await (await fetch(`${source.url}/props`)).json();
+    assert.deepEqual(p.thread_stack_bytes, { load: 64 << 20, engine: 64 << 20 });
   } finally {
     await source.stop();
     await Deno.remove(dataDir, { recursive: true });

@@ -8,11 +8,16 @@
  *
  * @example
  * ```ts
- * const w = new Worker(new URL("./engine_worker.ts", import.meta.url), { type: "module" });
+ * import { Worker } from "node:worker_threads";
+ * const w = new Worker(new URL("./engine_worker.ts", import.meta.url), {
+ *   resourceLimits: { stackSizeMb: 64 },
+ * });
  * w.postMessage({ type: "init", handles, opts, control });
  * ```
  * @module
  */
+import { parentPort } from "node:worker_threads";
+import { threadStackBytes } from "../../ffi/thread_stack.ts";
 import { modelFromHandles, type ModelHandles } from "./model.ts";
 import {
   createScheduler,
@@ -40,13 +45,13 @@ export type ToWorker =
 
 /** Worker -> main. `stats` rides along so the main thread's `stats()` stays current. */
 export type FromWorker =
-  | { type: "ready" }
+  | { type: "ready"; stackBytes: number }
   | { type: "events"; batch: [number, GenEvent][]; ended: number[]; stats: unknown }
   | { type: "paused"; id: number; stats: unknown }
   | { type: "synced"; id: number; stats: unknown };
 
-// deno-lint-ignore no-explicit-any
-const post = (m: FromWorker) => (self as any).postMessage(m);
+// A node:worker_threads worker (`worker_engine.ts` sets its stack size): messages go by parentPort.
+const post = (m: FromWorker) => parentPort!.postMessage(m);
 
 let engine: LocalScheduler | undefined;
 let control: Int32Array | undefined;
@@ -121,7 +126,7 @@ function handle(msg: ToWorker): void {
         onStep,
         syncDecode: true,
       });
-      post({ type: "ready" });
+      post({ type: "ready", stackBytes: threadStackBytes() });
       return;
     }
     case "submit": {
@@ -165,7 +170,7 @@ function handle(msg: ToWorker): void {
   }
 }
 
-globalThis.addEventListener("message", (e) => {
+parentPort!.on("message", (msg: ToWorker) => {
   seen++;
-  handle((e as MessageEvent<ToWorker>).data);
+  handle(msg);
 });

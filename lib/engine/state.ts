@@ -23,6 +23,8 @@ export type ServerState = {
   modelId: string;
   created: number;
   engine?: Scheduler;
+  /** Stack sizes of the threads llama.cpp runs on (model load, engine), as glibc reports them. */
+  threadStacks?: { load: number; engine: number };
   template?: CompiledTemplate;
   /** Set when loading failed; health reports it. */
   loadError?: string;

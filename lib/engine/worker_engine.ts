@@ -17,6 +17,7 @@
  * ```
  * @module
  */
+import { Worker } from "node:worker_threads";
 import { type Channel, newChannel } from "./channel.ts";
 import type { FromWorker, ToWorker } from "./engine_worker.ts";
 import { type EngineModel, modelHandles } from "./model.ts";
@@ -32,15 +33,25 @@ import {
 } from "./scheduler.ts";
 
 export type WorkerEngine = Scheduler & {
+  /** The engine thread's stack, as glibc reports it (64 MiB asked). */
+  threadStackBytes: number;
   /** Stops the worker (after the model's requests are done); the model stays loaded. */
   close(): void;
 };
+
+/** The engine thread's stack: eight times a process main thread's. */
+export const ENGINE_STACK_MB = 64;
 
 export async function startWorkerEngine(
   m: EngineModel,
   opts: Omit<SchedulerOptions, "draft" | "onStep"> = {},
 ): Promise<WorkerEngine> {
-  const worker = new Worker(new URL("./engine_worker.ts", import.meta.url), { type: "module" });
+  // A node:worker_threads worker, for its stack size: a web Worker's thread has 4 MiB, and
+  // llama.cpp's tools decode on a main thread (8 MiB); the CUDA backend's first decode on a
+  // thread (cuBLAS handles, graph capture) is not a place to find out how much it needs.
+  const worker = new Worker(new URL("./engine_worker.ts", import.meta.url), {
+    resourceLimits: { stackSizeMb: ENGINE_STACK_MB },
+  });
   const control = new SharedArrayBuffer(4);
   const counter = new Int32Array(control);
   const send = (msg: ToWorker) => {
@@ -52,11 +63,11 @@ export async function startWorkerEngine(
   const synced = new Map<number, () => void>();
   let stats = emptyStats();
   let nextId = 1;
+  let threadStack = 0;
   const maxWaiting = opts.maxWaiting ?? 1024;
 
   const ready = new Promise<void>((resolve, reject) => {
-    worker.onerror = (e) => {
-      e.preventDefault();
+    worker.on("error", (e: Error) => {
       const why = new Error(`engine worker failed: ${e.message}`);
       reject(why);
       for (const ch of streams.values()) {
@@ -64,11 +75,11 @@ export async function startWorkerEngine(
         ch.close();
       }
       streams.clear();
-    };
-    worker.onmessage = (e: MessageEvent<FromWorker>) => {
-      const msg = e.data;
+    });
+    worker.on("message", (msg: FromWorker) => {
       switch (msg.type) {
         case "ready":
+          threadStack = msg.stackBytes;
           resolve();
           return;
         case "events":
@@ -91,7 +102,7 @@ export async function startWorkerEngine(
           synced.delete(msg.id);
           return;
       }
-    };
+    });
   });
   send({ type: "init", handles: modelHandles(m), opts, control });
   await ready;
@@ -141,6 +152,9 @@ export async function startWorkerEngine(
     exclusive,
     stats: () => stats,
     idle,
-    close: () => worker.terminate(),
+    close: () => void worker.terminate(),
+    get threadStackBytes() {
+      return threadStack;
+    },
   };
 }
