@@ -50,7 +50,7 @@ mkdir -p "$out/models"
 if [ "$mode" = cpu ]; then
   models=(tiny); conc=1,8; gen=32; prompt=64; maxb=8; r=${rounds:-1}; secs=1
 else
-  models=(small 1b); conc=1,8,32; gen=128; prompt=128; maxb=32; r=${rounds:-3}; secs=20
+  models=(small 1b); conc=1,8,32; gen=128; prompt=128; maxb=32; r=${rounds:-3}; secs=8
 fi
 for m in "${models[@]}"; do
   f="$out/models/$m.gguf"
@@ -62,9 +62,11 @@ backtrace() { # a crashed step: the smoke decode of the same build under a debug
   local dbg; dbg=$(command -v cuda-gdb || command -v gdb || true)
   if [ -z "$dbg" ]; then say "no cuda-gdb or gdb for a backtrace"; return; fi
   say "a step crashed: backtrace of the smoke decode under $dbg in $out/backtrace.txt"
-  HEARTH_LLAMA_LIB_DIR="$lib" HEARTH_LLAMA_LOG=1 timeout 300 "$dbg" -batch -ex run \
-    -ex "thread apply all bt" --args "$(command -v deno || echo deno)" run -A main.ts \
-    smoke-decode --model "$out/models/${models[0]}.gguf" >"$out/backtrace.txt" 2>&1 || true
+  local deno_bin; deno_bin=$("${DENO[@]}" eval 'console.log(Deno.execPath())')
+  HEARTH_LLAMA_LIB_DIR="${BACKTRACE_LIB:-$lib}" HEARTH_LLAMA_LOG=1 timeout 300 "$dbg" -batch \
+    -ex "handle SIGUSR1 SIGUSR2 SIGPIPE nostop noprint" -ex run -ex "thread apply all bt" \
+    --args "$deno_bin" run -A main.ts smoke-decode --model "$out/models/${models[0]}.gguf" \
+    >"$out/backtrace.txt" 2>&1 || true
 }
 
 # 3. Hearth vs llama-server (same build) in paired rounds, --graph-batch on and off.

@@ -34,33 +34,29 @@ const TOOL_FLAGS = [
   "-DLLAMA_USE_PREBUILT_UI=OFF",
 ];
 
-async function main(args: string[]): Promise<number> {
-  const cpu = args.includes("--cpu");
-  const val = (flag: string) => {
-    const i = args.indexOf(flag);
-    return i >= 0 ? args[i + 1] : undefined;
-  };
-  const jobs = Number(val("--jobs") ?? navigator.hardwareConcurrency);
-  const dataDir = val("--data-dir") ?? `${Deno.env.get("HOME") ?? "/tmp"}/.cache/hearth`;
-  let arch = val("--arch") ?? (cpu ? "cpu" : "native");
-  let cuda: { arch: string; nvcc: string } | undefined;
-  if (!cpu) {
-    if (arch === "native") {
-      const d = await probeDriver();
-      const found = [...new Set(d.devices.map((g) => g.compute.replace(".", "")))].join(",");
-      if (!found) {
-        console.error(`gpu_build: no GPU to build for (${d.error ?? "none found"}); use --cpu`);
-        return 2;
-      }
-      arch = found;
-    }
-    const tk = await findToolkit();
-    if (tk.missing.length) {
-      console.error(`gpu_build: cannot build with CUDA: missing ${tk.missing.join("; and ")}`);
-      return 2;
-    }
-    cuda = { arch, nvcc: tk.nvcc! };
-  }
+export type GpuBenchBuild = {
+  libDir: string;
+  server: string;
+  batchedBench: string;
+  arch: string;
+  seconds: number;
+  cached: boolean;
+};
+
+/** The CPU variant (what `bench/gpu.sh --cpu` and the test setup use), cached. */
+export async function buildCpuBench(jobs?: number): Promise<GpuBenchBuild> {
+  return await buildBench({ arch: "cpu", jobs: jobs ?? navigator.hardwareConcurrency });
+}
+
+async function buildBench(o: {
+  arch: string;
+  jobs: number;
+  cuda?: { arch: string; nvcc: string };
+  dataDir?: string;
+}): Promise<GpuBenchBuild> {
+  const { arch, cuda, jobs } = o;
+  const cpu = !cuda;
+  const dataDir = o.dataDir ?? `${Deno.env.get("HOME") ?? "/tmp"}/.cache/hearth`;
   const dir = cpu
     ? `${sourceCacheDir()}/gpu-bench-cpu-${SOURCE_HASH}`
     : `${dataDir}/gpu-bench-${arch.replaceAll(",", "-")}-${SOURCE_HASH}`;
@@ -74,8 +70,7 @@ async function main(args: string[]): Promise<number> {
     cached: true,
   };
   if (await exists(`${bin}/llama-batched-bench`) && await exists(`${bin}/libllama.so`)) {
-    console.log(JSON.stringify(result));
-    return 0;
+    return result;
   }
   const t0 = performance.now();
   const show = progressPrinter(`gpu_build (${cpu ? "CPU" : `sm_${arch}`})`);
@@ -91,9 +86,38 @@ async function main(args: string[]): Promise<number> {
       if (p) show({ ...p, seconds: (performance.now() - t0) / 1000, log: `${dir}/build.log` });
     },
   });
-  console.log(
-    JSON.stringify({ ...result, seconds: (performance.now() - t0) / 1000, cached: false }),
-  );
+  return { ...result, seconds: (performance.now() - t0) / 1000, cached: false };
+}
+
+async function main(args: string[]): Promise<number> {
+  const cpu = args.includes("--cpu");
+  const val = (flag: string) => {
+    const i = args.indexOf(flag);
+    return i >= 0 ? args[i + 1] : undefined;
+  };
+  const jobs = Number(val("--jobs") ?? navigator.hardwareConcurrency);
+  const dataDir = val("--data-dir");
+  if (cpu) {
+    console.log(JSON.stringify(await buildCpuBench(jobs)));
+    return 0;
+  }
+  let arch = val("--arch") ?? "native";
+  if (arch === "native") {
+    const d = await probeDriver();
+    const found = [...new Set(d.devices.map((g) => g.compute.replace(".", "")))].join(",");
+    if (!found) {
+      console.error(`gpu_build: no GPU to build for (${d.error ?? "none found"}); use --cpu`);
+      return 2;
+    }
+    arch = found;
+  }
+  const tk = await findToolkit();
+  if (tk.missing.length) {
+    console.error(`gpu_build: cannot build with CUDA: missing ${tk.missing.join("; and ")}`);
+    return 2;
+  }
+  const cuda = { arch, nvcc: tk.nvcc! };
+  console.log(JSON.stringify(await buildBench({ arch, jobs, cuda, dataDir })));
   return 0;
 }
 

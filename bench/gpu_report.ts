@@ -2,7 +2,9 @@
  * `bench/gpu.sh`'s last step: reads the folder's `bench-<model>-graph-<on|off>.json` runs and
  * `batched-<model>.txt` (llama-batched-bench), writes `results.json` and prints a Markdown table:
  * per model, graph-batch setting and concurrency, Hearth and llama-server tok/s, their paired
- * ratio, and Hearth against llama-batched-bench's generation speed (the library limit).
+ * ratio, Hearth against llama-batched-bench's generation speed (decode only: no prefill, no
+ * sampling) and against the bench's own FFI loop over the same requests (prefill and sampling
+ * included, paired rounds), which is the like-for-like library limit.
  *
  * @example
  * ```sh
@@ -20,6 +22,9 @@ type Row = {
   vsPeer?: number;
   limitTps?: number;
   vsLimit?: number;
+  /** Hearth's bench's own FFI loop on the same prompts and steps (prefill and sampling included). */
+  loopTps?: number;
+  vsLoop?: number;
   ttftP50Ms?: number;
 };
 
@@ -55,6 +60,8 @@ async function main(dir: string, mode: string): Promise<void> {
         vsPeer: r.ratioToPeer,
         limitTps: limit,
         vsLimit: limit ? r.server.genTps / limit : undefined,
+        loopTps: r.library?.withPrefillTps,
+        vsLoop: r.ratioWithPrefill,
         ttftP50Ms: r.server.ttftP50Ms,
       });
     }
@@ -69,13 +76,14 @@ async function main(dir: string, mode: string): Promise<void> {
   console.log(`# bench/gpu.sh (${mode}): Hearth vs llama-server on the same build\n`);
   console.log(
     "| model | graph-batch | c | Hearth tok/s | llama-server tok/s | vs llama-server (paired) | " +
-      "library limit tok/s | vs limit | TTFT p50 ms |",
+      "llama-batched-bench TG tok/s | vs it | FFI loop tok/s | vs loop (paired) | TTFT p50 ms |",
   );
-  console.log("|---|---|---|---|---|---|---|---|---|");
+  console.log("|---|---|---|---|---|---|---|---|---|---|---|");
   for (const r of rows) {
     console.log(
       `| ${r.model} | ${r.graphBatch} | ${r.concurrency} | ${f(r.hearthTps)} | ${f(r.peerTps)} | ` +
-        `${f(r.vsPeer, 3)} | ${f(r.limitTps)} | ${f(r.vsLimit, 3)} | ${f(r.ttftP50Ms, 0)} |`,
+        `${f(r.vsPeer, 3)} | ${f(r.limitTps)} | ${f(r.vsLimit, 3)} | ${f(r.loopTps)} | ` +
+        `${f(r.vsLoop, 3)} | ${f(r.ttftP50Ms, 0)} |`,
     );
   }
   if (rows.length === 0) throw new Error(`no bench-*.json runs in ${dir}`);

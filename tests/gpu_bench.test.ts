@@ -1,10 +1,40 @@
 /**
- * The GPU benchmark's report step (`bench/gpu_report.ts`). The end-to-end run of `bench/gpu.sh
- * --cpu` is not in the suite yet: its build (llama-server and llama-batched-bench beside the
- * libraries) had not finished once on this project's 2-core machine when it was written.
+ * `bench/gpu.sh --cpu`: the GPU benchmark's whole pipeline (one source build with llama-server
+ * and llama-batched-bench, models, paired rounds with --graph-batch on and off, the library
+ * limit, one JSON and a table) runs end to end on a CPU, so it is known to work before it meets
+ * a GPU host. About 35 s once the test setup has built it.
  */
 import assert from "node:assert/strict";
 import { parseBatchedBench } from "../bench/gpu_report.ts";
+
+const root = new URL("..", import.meta.url).pathname;
+
+Deno.test("bench/gpu.sh --cpu completes with one folder of results", async () => {
+  const out = await Deno.makeTempDir({ prefix: "hearth-gpu-bench-" });
+  try {
+    const run = await new Deno.Command("bash", {
+      args: [`${root}bench/gpu.sh`, "--cpu", "--out", out, "--jobs", "2"],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const log = await Deno.readTextFile(`${out}/gpu.log`).catch(() => "");
+    assert.equal(run.code, 0, `${new TextDecoder().decode(run.stderr)}\n${log.slice(-3000)}`);
+    const results = JSON.parse(await Deno.readTextFile(`${out}/results.json`));
+    assert.equal(results.mode, "cpu");
+    const keys = results.rows.map((r: { graphBatch: string; concurrency: number }) =>
+      `${r.graphBatch}:${r.concurrency}`
+    );
+    assert.deepEqual(keys.sort(), ["off:1", "off:8", "on:1", "on:8"]);
+    for (const r of results.rows) {
+      assert.ok(r.hearthTps > 0 && r.peerTps > 0 && r.vsPeer > 0, JSON.stringify(r));
+      assert.ok(r.limitTps > 0 && r.loopTps > 0, `library limits: ${JSON.stringify(r)}`);
+    }
+    const table = await Deno.readTextFile(`${out}/table.md`);
+    assert.match(table, /\| tiny \| on \| 8 \| [\d.]+ \| [\d.]+ \| [\d.]+ \|/);
+  } finally {
+    await Deno.remove(out, { recursive: true });
+  }
+});
 
 Deno.test("gpu report: llama-batched-bench's table", () => {
   const text = `

@@ -19,7 +19,7 @@
 import { selfCommand } from "../cli/self.ts";
 import { makeModel } from "../gguf/mod.ts";
 import {
-  decode,
+  decodeSync,
   freeContext,
   freeModel,
   loadModel,
@@ -81,7 +81,7 @@ export async function runSmokeDecode(
     const nVocab = vocabInfo(llama, vocab).nTokens;
     const prompt = tokenize(llama, vocab, PROMPT, true, false);
     const batch = newBatch(64);
-    const feed = async (tokens: ArrayLike<number>, start: number) => {
+    const feed = (tokens: ArrayLike<number>, start: number) => {
       for (let i = 0; i < tokens.length; i++) {
         batch.token[i] = tokens[i];
         batch.pos[i] = start + i;
@@ -89,11 +89,13 @@ export async function runSmokeDecode(
         batch.logits[i] = i === tokens.length - 1 ? 1 : 0;
       }
       setBatchSize(batch, tokens.length);
-      const rc = await decode(llama, ctx, batch);
+      // On this thread (the child's main thread, 8 MiB), as the engine decodes on its own
+      // thread: Deno's blocking pool has 2 MiB stacks, too small to judge a GPU build by.
+      const rc = decodeSync(llama, ctx, batch);
       if (rc !== 0) throw new Error(`llama_decode returned ${rc}`);
       return logitsIth(llama, ctx, tokens.length - 1, nVocab);
     };
-    let logits = await feed(prompt, 0);
+    let logits = feed(prompt, 0);
     const sample: number[] = [];
     for (let t = 0; t < nVocab; t += SAMPLE_STRIDE) sample.push(logits[t]);
     const top = [...logits.keys()].sort((a, b) => logits[b] - logits[a]).slice(0, 8);
@@ -102,7 +104,7 @@ export async function runSmokeDecode(
       let best = 0;
       for (let t = 1; t < nVocab; t++) if (logits[t] > logits[best]) best = t;
       tokens.push(best);
-      logits = await feed([best], prompt.length + i);
+      logits = feed([best], prompt.length + i);
     }
     const devices = listDeviceNames(llama);
     return { tokens, sample, top, devices, ms: Math.round(performance.now() - t0) };
