@@ -59,6 +59,7 @@ export type DetectOptions = {
   root?: string;
   /** Environment to read; default the process's. */
   env?: Record<string, string | undefined>;
+  /** Checks the CUDA 13 runtime (`CUDA_RUNTIME_LIBS`) when given; without it, nothing is loaded. */
   probe?: LibraryProbe;
   /** `nvidia-smi --query-gpu=index,name,uuid,pci.bus_id --format=csv,noheader` output, if any. */
   smi?: () => Promise<string | undefined>;
@@ -78,9 +79,10 @@ export async function detectHost(opts: DetectOptions = {}): Promise<HostFacts> {
   const cudaVisibleDevices = env.CUDA_VISIBLE_DEVICES;
   const visible = visibleGpus(cudaVisibleDevices, gpus);
   const libDir = env.HEARTH_LLAMA_LIB_DIR || undefined;
-  // Loading cuBLAS costs time and address space, so only look when the answer matters.
-  const runtime = visible.length > 0 && !libDir
-    ? await probeRuntime(opts.probe ?? defaultProbe)
+  // Loading cuBLAS costs time and address space, so only look when asked: the build choice
+  // checks each candidate's own runtime libraries instead (`candidates.ts`).
+  const runtime = visible.length > 0 && !libDir && opts.probe
+    ? await probeRuntime(opts.probe)
     : { probed: false, found: [], missing: [] };
   return {
     gpus,
@@ -255,13 +257,6 @@ export async function ldconfigProbe(lib: string): Promise<boolean> {
   return false;
 }
 
-async function defaultProbe(lib: string): Promise<boolean> {
-  try {
-    return dlopenProbe(lib);
-  } catch {
-    return await ldconfigProbe(lib);
-  }
-}
 
 async function listDir(path: string): Promise<string[]> {
   try {

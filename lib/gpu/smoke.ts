@@ -20,6 +20,7 @@ import { selfCommand } from "../cli/self.ts";
 import { makeModel } from "../gguf/mod.ts";
 import {
   decodeSync,
+  listDevices,
   freeContext,
   freeModel,
   loadModel,
@@ -106,23 +107,12 @@ export async function runSmokeDecode(
       tokens.push(best);
       logits = feed([best], prompt.length + i);
     }
-    const devices = listDeviceNames(llama);
+    const devices = listDevices(llama).map((d) => d.name);
     return { tokens, sample, top, devices, ms: Math.round(performance.now() - t0) };
   } finally {
     freeContext(llama, ctx);
     freeModel(llama, m);
   }
-}
-
-function listDeviceNames(llama: ReturnType<typeof openLlama>): string[] {
-  const n = Number(llama.ggml.ggml_backend_dev_count());
-  const names: string[] = [];
-  for (let i = 0; i < n; i++) {
-    const dev = llama.ggml.ggml_backend_dev_get(BigInt(i));
-    const name = llama.ggml.ggml_backend_dev_name(dev);
-    names.push(name ? Deno.UnsafePointerView.getCString(name) : `device ${i}`);
-  }
-  return names;
 }
 
 /** Runs the child for `libDir` (undefined: the CPU prebuilt); never throws. */
