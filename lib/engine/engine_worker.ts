@@ -8,15 +8,11 @@
  *
  * @example
  * ```ts
- * import { Worker } from "node:worker_threads";
- * const w = new Worker(new URL("./engine_worker.ts", import.meta.url), {
- *   resourceLimits: { stackSizeMb: 64 },
- * });
+ * const w = new Worker(new URL("./engine_worker.ts", import.meta.url), { type: "module" });
  * w.postMessage({ type: "init", handles, opts, control });
  * ```
  * @module
  */
-import { parentPort } from "node:worker_threads";
 import { threadStackBytes } from "../../ffi/thread_stack.ts";
 import { modelFromHandles, type ModelHandles } from "./model.ts";
 import {
@@ -50,8 +46,8 @@ export type FromWorker =
   | { type: "paused"; id: number; stats: unknown }
   | { type: "synced"; id: number; stats: unknown };
 
-// A node:worker_threads worker (`worker_engine.ts` sets its stack size): messages go by parentPort.
-const post = (m: FromWorker) => parentPort!.postMessage(m);
+// deno-lint-ignore no-explicit-any
+const post = (m: FromWorker) => (self as any).postMessage(m);
 
 let engine: LocalScheduler | undefined;
 let control: Int32Array | undefined;
@@ -170,7 +166,7 @@ function handle(msg: ToWorker): void {
   }
 }
 
-parentPort!.on("message", (msg: ToWorker) => {
+globalThis.addEventListener("message", (e) => {
   seen++;
-  handle(msg);
+  handle((e as MessageEvent<ToWorker>).data);
 });

@@ -17,7 +17,6 @@
  * ```
  * @module
  */
-import { Worker } from "node:worker_threads";
 import { type Channel, newChannel } from "./channel.ts";
 import type { FromWorker, ToWorker } from "./engine_worker.ts";
 import { type EngineModel, modelHandles } from "./model.ts";
@@ -33,25 +32,23 @@ import {
 } from "./scheduler.ts";
 
 export type WorkerEngine = Scheduler & {
-  /** The engine thread's stack, as glibc reports it (64 MiB asked). */
+  /**
+   * The engine thread's stack, as glibc reports it: a web Worker's 4 MiB. A node:worker_threads
+   * worker would take a 64 MiB one, but its messages cost the HTTP side 0.25 ms more CPU per
+   * token at one stream on the tiny preset (paired runs: 0.626 against 0.376 ms; 0.98x against
+   * 1.05x llama-server), which GPU-speed tokens cannot afford; the smoke decode runs on a web
+   * Worker too, so a build that needs more stack fails there, not under a request.
+   */
   threadStackBytes: number;
   /** Stops the worker (after the model's requests are done); the model stays loaded. */
   close(): void;
 };
 
-/** The engine thread's stack: eight times a process main thread's. */
-export const ENGINE_STACK_MB = 64;
-
 export async function startWorkerEngine(
   m: EngineModel,
   opts: Omit<SchedulerOptions, "draft" | "onStep"> = {},
 ): Promise<WorkerEngine> {
-  // A node:worker_threads worker, for its stack size: a web Worker's thread has 4 MiB, and
-  // llama.cpp's tools decode on a main thread (8 MiB); the CUDA backend's first decode on a
-  // thread (cuBLAS handles, graph capture) is not a place to find out how much it needs.
-  const worker = new Worker(new URL("./engine_worker.ts", import.meta.url), {
-    resourceLimits: { stackSizeMb: ENGINE_STACK_MB },
-  });
+  const worker = new Worker(new URL("./engine_worker.ts", import.meta.url), { type: "module" });
   const control = new SharedArrayBuffer(4);
   const counter = new Int32Array(control);
   const send = (msg: ToWorker) => {
@@ -67,7 +64,8 @@ export async function startWorkerEngine(
   const maxWaiting = opts.maxWaiting ?? 1024;
 
   const ready = new Promise<void>((resolve, reject) => {
-    worker.on("error", (e: Error) => {
+    worker.onerror = (e) => {
+      e.preventDefault();
       const why = new Error(`engine worker failed: ${e.message}`);
       reject(why);
       for (const ch of streams.values()) {
@@ -75,8 +73,9 @@ export async function startWorkerEngine(
         ch.close();
       }
       streams.clear();
-    });
-    worker.on("message", (msg: FromWorker) => {
+    };
+    worker.onmessage = (e: MessageEvent<FromWorker>) => {
+      const msg = e.data;
       switch (msg.type) {
         case "ready":
           threadStack = msg.stackBytes;
@@ -102,7 +101,7 @@ export async function startWorkerEngine(
           synced.delete(msg.id);
           return;
       }
-    });
+    };
   });
   send({ type: "init", handles: modelHandles(m), opts, control });
   await ready;
@@ -152,7 +151,7 @@ export async function startWorkerEngine(
     exclusive,
     stats: () => stats,
     idle,
-    close: () => void worker.terminate(),
+    close: () => worker.terminate(),
     get threadStackBytes() {
       return threadStack;
     },

@@ -257,7 +257,6 @@ export async function ldconfigProbe(lib: string): Promise<boolean> {
   return false;
 }
 
-
 async function listDir(path: string): Promise<string[]> {
   try {
     const names: string[] = [];

@@ -20,9 +20,10 @@ import { selfCommand } from "../cli/self.ts";
 import { makeModel } from "../gguf/mod.ts";
 import {
   decodeSync,
-  listDevices,
   freeContext,
   freeModel,
+  listDevices,
+  type Llama,
   loadModel,
   logitsIth,
   modelVocab,
@@ -68,13 +69,39 @@ export async function smokeModel(dataDir: string): Promise<string> {
   }
 }
 
-/** The child's work: runs in `hearth smoke-decode`, with the build under test loaded. */
+/**
+ * The child's work: runs in `hearth smoke-decode`, with the build under test loaded, and decodes
+ * on a web Worker, the same kind of thread (and stack) the engine decodes on.
+ */
 export async function runSmokeDecode(
   libDir: string | undefined,
   model: string,
 ): Promise<SmokeOutput> {
-  const t0 = performance.now();
+  // Backends and the logger are registered once per process, here; the worker binds the same
+  // libraries and does the work on a thread like the engine's.
   const llama = openLlama(libDir);
+  const worker = new Worker(new URL("./smoke_worker.ts", import.meta.url), { type: "module" });
+  try {
+    return await new Promise<SmokeOutput>((resolve, reject) => {
+      worker.onmessage = (e: MessageEvent<{ output?: SmokeOutput; error?: string }>) =>
+        e.data.output ? resolve(e.data.output) : reject(new Error(e.data.error));
+      worker.onerror = (e) => {
+        e.preventDefault();
+        reject(new Error(e.message));
+      };
+      worker.postMessage({ dir: llama.dir, model });
+    });
+  } finally {
+    worker.terminate();
+  }
+}
+
+/**
+ * The smoke decode on the calling thread (`smoke_worker.ts` runs it on a web Worker, the thread
+ * kind and stack size the engine decodes on).
+ */
+export async function smokeDecodeHere(llama: Llama, model: string): Promise<SmokeOutput> {
+  const t0 = performance.now();
   const m = await loadModel(llama, model, { n_gpu_layers: 999 });
   const ctx = newContext(llama, m, { n_ctx: 128, n_batch: 64, n_ubatch: 64, n_seq_max: 1 });
   try {
@@ -90,8 +117,7 @@ export async function runSmokeDecode(
         batch.logits[i] = i === tokens.length - 1 ? 1 : 0;
       }
       setBatchSize(batch, tokens.length);
-      // On this thread (the child's main thread, 8 MiB), as the engine decodes on its own
-      // thread: Deno's blocking pool has 2 MiB stacks, too small to judge a GPU build by.
+      // Synchronously, as the engine decodes: not on Deno's blocking pool (2 MiB stacks).
       const rc = decodeSync(llama, ctx, batch);
       if (rc !== 0) throw new Error(`llama_decode returned ${rc}`);
       return logitsIth(llama, ctx, tokens.length - 1, nVocab);
