@@ -505,6 +505,22 @@ type Completion = {
 };
 
 /**
+ * `fetch`, sent once more when a pooled keep-alive connection turns out to be closed before any
+ * response ("connection closed before message completed"): the request never reached a handler,
+ * so the retry is what any HTTP client does. llama-server's HTTP library closes idle keep-alive
+ * connections, which killed two --peer runs at a round boundary.
+ */
+async function fetchFresh(url: string, init: RequestInit): Promise<Response> {
+  try {
+    return await fetch(url, init);
+  } catch (e) {
+    const cause = String((e as Error & { cause?: unknown }).cause ?? "");
+    if (!/connection closed before message completed/.test(cause)) throw e;
+    return await fetch(url, init);
+  }
+}
+
+/**
  * One streaming `/v1/completions` request, timed at the client. The first token is the first
  * chunk carrying text: both servers hold back a token that ends inside a UTF-8 sequence, so an
  * empty chunk would not be a token the user could see.
@@ -516,7 +532,7 @@ export async function streamCompletion(
   extra: Record<string, unknown> = {},
 ) {
   const t0 = performance.now();
-  const r = await fetch(`${url}/v1/completions`, {
+  const r = await fetchFresh(`${url}/v1/completions`, {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify({
