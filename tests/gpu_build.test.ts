@@ -161,7 +161,7 @@ Deno.test("gpu-check: the CLI prints DESIGN's JSON and a table; bad flags exit 2
 
   const bad = await hearth(["gpu-check", "--compute", "nine"]);
   assert.equal(bad.code, 2);
-  assert.match(bad.stderr, /--compute must look like 9\.0, got nine/);
+  assert.match(bad.stderr, /--compute "nine": must look like 9\.0/);
 });
 
 Deno.test("build-cuda: names what is missing, refuses bad flags, dry run prints commands", async () => {
@@ -204,7 +204,7 @@ Deno.test("build-cuda: names what is missing, refuses bad flags, dry run prints 
     assert.match(native.stderr, /--arch native: no NVIDIA GPU/);
     const bad = await hearth(["build-cuda", "--arch", "sm90"]);
     assert.equal(bad.code, 2);
-    assert.match(bad.stderr, /--arch must be native or compute capabilities/);
+    assert.match(bad.stderr, /--arch "sm90": must be native or compute capabilities/);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

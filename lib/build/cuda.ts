@@ -20,6 +20,8 @@
  */
 import { cmakeBuild, exists, hasTool, PREBUILT_COMPATIBLE_FLAGS } from "./cmake.ts";
 import { llamaSourceDir, SOURCE_HASH, sourceCacheDir } from "./llama_source.ts";
+import { z } from "zod";
+import { type FlagSpec, parseFlags } from "../cli/argv.ts";
 
 export type CudaBuildOptions = {
   /** `native` (the GPUs present), or compute capabilities: `90`, `80,90`. */
@@ -37,34 +39,34 @@ export const CUDA_BUILD_LIBS = [...CPU_BUILD_LIBS, "libggml-cuda.so"];
 /** Written last into `lib/`: a directory without it is a build that never finished. */
 const COMPLETE = ".complete";
 
-const USAGE =
-  "usage: hearth build-cuda [--arch native|90|80,90] [--jobs N] [--data-dir DIR] [--dry-run]";
+const USAGE = "hearth build-cuda [--arch native|90|80,90] [--jobs N] [--data-dir DIR] [--dry-run]";
+
+const FLAGS: FlagSpec<keyof CudaBuildOptions>[] = [
+  {
+    key: "arch",
+    names: ["--arch"],
+    meta: "native|90|80,90",
+    schema: z.string().transform((v) => v.replaceAll(";", ",")).refine(
+      (v) => v === "native" || /^\d{2,3}[af]?(,\d{2,3}[af]?)*$/.test(v),
+      "must be native or compute capabilities like 90 or 80,90",
+    ),
+  },
+  { key: "jobs", names: ["--jobs"], meta: "N", schema: z.coerce.number().int().min(1) },
+  {
+    key: "dataDir",
+    names: ["--data-dir"],
+    meta: "DIR",
+    schema: z.string().min(1).transform((d) => d.replace(/\/$/, "")),
+  },
+  { key: "dryRun", names: ["--dry-run"] },
+];
 
 /** Parses argv; throws a one-line message for a bad flag. */
 export function parseCudaBuildArgs(args: string[], defaultDataDir: string): CudaBuildOptions {
-  const opts: CudaBuildOptions = { arch: "native", dataDir: defaultDataDir, dryRun: false };
-  for (let i = 0; i < args.length; i++) {
-    const [flag, inline] = args[i].split(/=(.*)/s);
-    const value = () => {
-      const v = inline ?? args[++i];
-      if (v === undefined || v === "") throw new Error(`${flag} needs a value (${USAGE})`);
-      return v;
-    };
-    if (flag === "--arch") {
-      const v = value().replaceAll(";", ",");
-      if (v !== "native" && !/^\d{2,3}[af]?(,\d{2,3}[af]?)*$/.test(v)) {
-        throw new Error(`--arch must be native or compute capabilities like 90 or 80,90, got ${v}`);
-      }
-      opts.arch = v;
-    } else if (flag === "--data-dir") opts.dataDir = value().replace(/\/$/, "");
-    else if (flag === "--jobs") {
-      const v = value();
-      if (!/^[1-9]\d*$/.test(v)) throw new Error(`--jobs must be a positive integer, got ${v}`);
-      opts.jobs = Number(v);
-    } else if (flag === "--dry-run" && inline === undefined) opts.dryRun = true;
-    else throw new Error(`unknown flag ${args[i]} (${USAGE})`);
-  }
-  return opts;
+  const defaults = { arch: "native", dataDir: defaultDataDir, dryRun: false };
+  const r = parseFlags(args, FLAGS, defaults, USAGE);
+  if (!r.ok) throw new Error(r.message);
+  return r.values as CudaBuildOptions;
 }
 
 /** `<dataDir>/llama-cuda-src-<arch>-<source hash>` (arch `80,90` is written `80-90`). */

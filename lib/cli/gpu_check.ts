@@ -23,6 +23,8 @@ import { probeDriver } from "../gpu/probe.ts";
 import { libraryProbe, noGpuReason } from "../gpu/select.ts";
 import { runSmokeChild, smokeModel, smokeTest } from "../gpu/smoke.ts";
 import { findCudaSourceBuilds } from "../build/cuda.ts";
+import { z } from "zod";
+import { type FlagSpec, parseFlags } from "./argv.ts";
 
 export type GpuCheckOptions = {
   compute?: string;
@@ -32,34 +34,37 @@ export type GpuCheckOptions = {
   dataDir: string;
 };
 
-const USAGE = "usage: hearth gpu-check [--compute X.Y] [--cuda-driver M.m] [--smoke] [--json] " +
+const USAGE = "hearth gpu-check [--compute X.Y] [--cuda-driver M.m] [--smoke] [--json] " +
   "[--data-dir DIR]";
+
+const FLAGS: FlagSpec<keyof GpuCheckOptions>[] = [
+  {
+    key: "compute",
+    names: ["--compute"],
+    meta: "X.Y",
+    schema: z.string().regex(/^\d{1,2}\.\d$/, "must look like 9.0"),
+  },
+  {
+    key: "cudaDriver",
+    names: ["--cuda-driver"],
+    meta: "M.m",
+    schema: z.string().regex(/^\d{1,2}\.\d{1,2}$/, "must look like 13.0"),
+  },
+  { key: "smoke", names: ["--smoke"] },
+  { key: "json", names: ["--json"] },
+  {
+    key: "dataDir",
+    names: ["--data-dir"],
+    meta: "DIR",
+    schema: z.string().min(1).transform((d) => d.replace(/\/$/, "")),
+  },
+];
 
 /** Parses argv; throws a one-line message for a bad flag. */
 export function parseGpuCheckArgs(args: string[], defaultDataDir: string): GpuCheckOptions {
-  const o: GpuCheckOptions = { smoke: false, json: false, dataDir: defaultDataDir };
-  for (let i = 0; i < args.length; i++) {
-    const [flag, inline] = args[i].split(/=(.*)/s);
-    const value = () => {
-      const v = inline ?? args[++i];
-      if (v === undefined || v === "") throw new Error(`${flag} needs a value (${USAGE})`);
-      return v;
-    };
-    if (flag === "--compute") {
-      const v = value();
-      if (!/^\d{1,2}\.\d$/.test(v)) throw new Error(`--compute must look like 9.0, got ${v}`);
-      o.compute = v;
-    } else if (flag === "--cuda-driver") {
-      const v = value();
-      if (!/^\d{1,2}\.\d{1,2}$/.test(v)) {
-        throw new Error(`--cuda-driver must look like 13.0, got ${v}`);
-      }
-      o.cudaDriver = v;
-    } else if (flag === "--data-dir") o.dataDir = value().replace(/\/$/, "");
-    else if (flag === "--smoke" && inline === undefined) o.smoke = true;
-    else if (flag === "--json" && inline === undefined) o.json = true;
-    else throw new Error(`unknown flag ${args[i]} (${USAGE})`);
-  }
+  const r = parseFlags(args, FLAGS, { smoke: false, json: false, dataDir: defaultDataDir }, USAGE);
+  if (!r.ok) throw new Error(r.message);
+  const o = r.values as GpuCheckOptions;
   if (o.smoke && o.compute) {
     throw new Error("--smoke runs builds on this host's GPUs, so it cannot go with --compute");
   }
