@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { readFatbin } from "../lib/gpu/fatbin.ts";
 import { cudaForIsa, judgeKernels } from "../lib/gpu/verdict.ts";
 import { gpuCheck } from "../lib/cli/gpu_check.ts";
+import { checkBuilds } from "../lib/gpu/candidates.ts";
 import { cudaCacheDir, cudaExtCacheDir } from "../lib/gpu/cuda_package.ts";
 import { cpuSourceBuildDir, parseProgress } from "../lib/build/cuda.ts";
 import { SOURCE_HASH } from "../lib/build/llama_source.ts";
@@ -107,6 +108,36 @@ Deno.test("gpu-check: the verdicts for each GPU and driver (what-if, real packag
   assert.match(v100.c13.reason, /no PTX for an arch at or below 7\.0/);
   assert.match(v100.c12.reason, /through compute_70 PTX \(ISA 8\.4\)/);
   assert.equal(v100.c.choice, "prebuilt-cuda12");
+});
+
+Deno.test("candidates: serve judges lazily, so a package is fetched only when needed", async () => {
+  const deps = {
+    cuda13Dir: () => Promise.resolve(cudaCacheDir(gpuDataDir())),
+    cuda12Dir: (): Promise<string> => {
+      throw new Error("the CUDA 12 package must not be fetched");
+    },
+    sourceDirs: () => Promise.reject(new Error("no source builds must be listed")),
+    probe: () => true,
+  };
+  const gpus = [{ index: 0, name: "RTX 3090", compute: "8.6" }];
+  const lazy = await checkBuilds({ gpus, driverCuda: "13.0", whatIf: false, lazy: true }, deps);
+  assert.deepEqual(
+    lazy.candidates.map((c) => [c.build, c.usable, c.deferred ?? false]),
+    [
+      ["prebuilt-cuda13", true, false],
+      ["prebuilt-cuda12", false, true],
+      ["source", false, true],
+      ["cpu", true, false],
+    ],
+  );
+  assert.match(lazy.candidates[1].reason, /not judged: an earlier build is usable/);
+  // Once the caller rejected it (say, its smoke decode failed), the next is judged.
+  const skipped = await checkBuilds(
+    { gpus, driverCuda: "13.0", whatIf: false, lazy: true, skip: ["prebuilt-cuda13"] },
+    { ...deps, cuda12Dir: () => Promise.reject(new Error("offline")) },
+  );
+  assert.equal(skipped.candidates[0].reason, "already rejected");
+  assert.match(skipped.candidates[1].reason, /could not read .*cuda-ext.*: offline/);
 });
 
 Deno.test("gpu-check: the CLI prints DESIGN's JSON and a table; bad flags exit 2", async () => {

@@ -33,6 +33,8 @@ export type Candidate = {
   ptx: PtxEntry[];
   /** Where the build's libraries are (absent for the CPU build and unread packages). */
   dir?: string;
+  /** Not judged (`lazy`: an earlier build is usable, or the caller skipped it). */
+  deferred?: boolean;
 };
 
 export type CheckGpu = { index: number; name: string; compute?: string };
@@ -52,6 +54,13 @@ export type CheckInput = {
   whatIf: boolean;
   /** Said of every CUDA candidate when `gpus` is empty. */
   noGpuReason?: string;
+  /**
+   * Stop at the first usable GPU build: later ones are `deferred`, so nothing is fetched for
+   * them (`serve`; `gpu-check` judges all).
+   */
+  lazy?: boolean;
+  /** Builds the caller has already rejected: `deferred`, not judged again. */
+  skip?: BuildName[];
 };
 
 export type CheckDeps = {
@@ -110,7 +119,20 @@ export async function checkBuilds(input: CheckInput, deps: CheckDeps): Promise<G
     return { ...base, usable: true, reason: `runs on ${ways.join("; ")}; ${needs.note}` };
   };
 
+  const deferred = (build: BuildName, reason: string): Candidate => ({
+    ...unusable(build, reason),
+    deferred: true,
+  });
+  const settled = () => input.lazy && candidates.some((c) => c.usable);
   for (const build of ["prebuilt-cuda13", "prebuilt-cuda12"] as const) {
+    if (input.skip?.includes(build)) {
+      candidates.push(deferred(build, "already rejected"));
+      continue;
+    }
+    if (settled()) {
+      candidates.push(deferred(build, "not judged: an earlier build is usable"));
+      continue;
+    }
     if (input.gpus.length === 0) {
       candidates.push(unusable(build, input.noGpuReason ?? "no NVIDIA GPU visible"));
       continue;
@@ -127,7 +149,11 @@ export async function checkBuilds(input: CheckInput, deps: CheckDeps): Promise<G
     candidates.push(await judgeDir(build, dir));
   }
 
-  if (input.gpus.length === 0) {
+  if (input.skip?.includes("source")) {
+    candidates.push(deferred("source", "already rejected"));
+  } else if (settled()) {
+    candidates.push(deferred("source", "not judged: an earlier build is usable"));
+  } else if (input.gpus.length === 0) {
     candidates.push(unusable("source", input.noGpuReason ?? "no NVIDIA GPU visible"));
   } else {
     const dirs = await deps.sourceDirs().catch(() => [] as string[]);

@@ -23,7 +23,7 @@
 import { detectHost, dlopenProbe, type Gpu, type HostFacts, ldconfigProbe } from "./detect.ts";
 import { libraryFiles, prebuiltDir } from "../../ffi/library.ts";
 import { cuda12LibraryDir, CUDA_SPEC, cudaLibraryDir } from "./cuda_package.ts";
-import { type BuildName, checkBuilds, type GpuCheck } from "./candidates.ts";
+import { type BuildName, type Candidate, checkBuilds, type GpuCheck } from "./candidates.ts";
 import { type DriverFacts, probeDriver } from "./probe.ts";
 import { type SmokeResult, smokeTest } from "./smoke.ts";
 import { findCudaSourceBuilds } from "../build/cuda.ts";
@@ -99,41 +99,48 @@ export async function selectLlamaLibrary(
     name: driver.devices[i]?.name ?? g.name,
     compute: driver.devices[i]?.compute,
   }));
-  const input = { gpus, driverCuda: driver.cuda, whatIf: false };
-  const tried = new Set<string>();
-  const firstThatRuns = async (check: GpuCheck): Promise<LibraryChoice | undefined> => {
-    for (const c of check.candidates) {
-      if (c.build === "cpu") break;
-      const key = `${c.build}:${c.dir ?? ""}`;
-      if (tried.has(key)) continue;
-      tried.add(key);
-      if (!c.usable || !c.dir) {
+  const input = { gpus, driverCuda: driver.cuda, whatIf: false, lazy: true };
+  // Builds already rejected (by facts or smoke); each check judges the rest in order and stops
+  // at the first usable one, so a package is fetched only when the builds before it cannot run.
+  const skip = new Set<BuildName>();
+  const firstThatRuns = async (): Promise<LibraryChoice | undefined> => {
+    for (let pass = 0; pass < 4; pass++) {
+      const check = await deps.check({ ...input, skip: [...skip] });
+      let next: Candidate | undefined;
+      for (const c of check.candidates) {
+        if (c.build === "cpu") break;
+        if (c.deferred || skip.has(c.build)) continue;
+        skip.add(c.build);
+        if (c.usable && c.dir) {
+          next = c;
+          break;
+        }
         reject(c.build, c.reason);
-        continue;
       }
-      const smoke = await deps.smoke(c.dir);
-      if (!smoke.ok) {
-        reject(c.build, `${c.reason}; but ${smoke.reason}`);
-        continue;
+      if (!next) return undefined;
+      const smoke = await deps.smoke(next.dir!);
+      if (smoke.ok) {
+        return {
+          kind: "cuda",
+          build: next.build,
+          dir: next.dir!,
+          devices,
+          reason: `${next.reason}; smoke decode: ${smoke.reason}`,
+          rejected,
+        };
       }
-      return {
-        kind: "cuda",
-        build: c.build,
-        dir: c.dir,
-        devices,
-        reason: `${c.reason}; smoke decode: ${smoke.reason}`,
-        rejected,
-      };
+      reject(next.build, `${next.reason}; but ${smoke.reason}`);
     }
     return undefined;
   };
-  const first = await firstThatRuns(await deps.check(input));
+  const first = await firstThatRuns();
   if (first) return first;
   // Nothing prebuilt or cached runs here (by the facts or by the smoke decode): build one.
   const archs = [...new Set(gpus.map((g) => g.compute).filter((c) => c))]
     .map((c) => c!.replace(".", ""));
   if (archs.length > 0 && await deps.build(archs.join(","))) {
-    const built = await firstThatRuns(await deps.check(input));
+    skip.delete("source");
+    const built = await firstThatRuns();
     if (built) return built;
   }
   return cpu(
@@ -166,7 +173,7 @@ export function hostDeps(o: {
   cacheRoot: string;
   log?: (line: string) => void;
   build?: (arch: string) => Promise<boolean>;
-}): Omit<SelectDeps, "build"> & { build: (arch: string) => Promise<boolean> } {
+}): SelectDeps {
   return {
     driver: probeDriver,
     check: (input) =>
