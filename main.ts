@@ -50,6 +50,7 @@ import {
   runBuildCuda,
 } from "./lib/build/cuda.ts";
 import { runGpuCheck } from "./lib/cli/gpu_check.ts";
+import { startupNotes } from "./lib/cli/startup_notes.ts";
 import { readCudaDriver } from "./ffi/cuda_driver.ts";
 import { lastLoadStackBytes } from "./ffi/load_thread.ts";
 import { runSmokeDecode } from "./lib/gpu/smoke.ts";
@@ -200,6 +201,7 @@ async function serve(argv: string[]): Promise<void> {
     );
   }
 
+  for (const note of startupNotes(config, Deno.env.toObject())) log(`warning: ${note}`);
   const state = newServerState(resolved.id, config.apiKey);
   state.library = library;
   console.error(`hearth: ${libraryLogLine(library)}`);

@@ -2,7 +2,9 @@
 // build cannot do are refused at start-up, never ignored; --help lists every flag.
 import assert from "node:assert/strict";
 import { FLAGS, parseServeArgs } from "../lib/cli/flags.ts";
-import { mainTs, runCommand } from "./support/server.ts";
+import { mainTs, runCommand, startServer } from "./support/server.ts";
+import { tinyModelPath } from "./support/models.ts";
+import { startupNotes } from "../lib/cli/startup_notes.ts";
 
 const deno = Deno.execPath();
 
@@ -106,4 +108,42 @@ Deno.test("parseServeArgs: defaults, aliases and = syntax", () => {
   assert.equal(r.config.dataDir, "/h/.cache/hearth");
   const g = parseServeArgs(["--graph-batch", "1,2,8"], {});
   assert.ok(g.ok && g.config.graphBatch?.join() === "1,2,8");
+});
+
+Deno.test("start-up notes: an open non-loopback listener, and the seed's variables without effect", () => {
+  const open = startupNotes({ host: "0.0.0.0" }, {});
+  assert.equal(open.length, 1);
+  assert.match(
+    open[0],
+    /^listening on 0\.0\.0\.0 with no --api-key: the inference routes are open/,
+  );
+  assert.deepEqual(startupNotes({ host: "0.0.0.0", apiKey: "k" }, {}), []);
+  assert.deepEqual(startupNotes({ host: "127.0.0.1" }, {}), []);
+  assert.deepEqual(startupNotes({ host: "::1" }, {}), []);
+  const seed = startupNotes({ host: "127.0.0.1" }, {
+    ENGINE_NVFP4_FORCE_LUT: "1",
+    SM90_LOWER_PRECISION_GDN_PREFILL: "0",
+    COMM_SOCKET_IFNAME: "eth0",
+    COMM_IB_DISABLE: "1",
+    COMM_DEBUG: "INFO",
+    NCCL_DEBUG: "INFO",
+  });
+  assert.deepEqual(seed.map((n) => n.split(" ")[0]), [
+    "ENGINE_NVFP4_FORCE_LUT",
+    "SM90_LOWER_PRECISION_GDN_PREFILL",
+    "COMM_SOCKET_IFNAME",
+    "COMM_IB_DISABLE",
+    "COMM_DEBUG",
+  ]);
+  for (const n of seed) assert.match(n, /is set but has no effect with llama\.cpp: it /);
+});
+
+Deno.test("serve says at start-up that a seed variable has no effect", async () => {
+  const args = ["--model", await tinyModelPath(), "--max-batch", "2", "--max-seq-len", "256"];
+  const srv = await startServer(args, { env: { COMM_IB_DISABLE: "1" } });
+  try {
+    assert.match(srv.stderr(), /hearth: warning: COMM_IB_DISABLE is set but has no effect/);
+  } finally {
+    await srv.stop();
+  }
 });
