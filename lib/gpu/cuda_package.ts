@@ -17,6 +17,7 @@
  * @module
  */
 import { createHash } from "node:crypto";
+import { exists } from "./detect.ts";
 
 export const CUDA_PACKAGE = "@node-llama-cpp/linux-x64-cuda";
 export const CUDA_PACKAGE_VERSION = "3.22.1";
@@ -166,15 +167,6 @@ async function linkOrCopy(from: string, to: string): Promise<void> {
     await Deno.link(from, to);
   } catch {
     await Deno.copyFile(from, to);
-  }
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.stat(path);
-    return true;
-  } catch {
-    return false;
   }
 }
 

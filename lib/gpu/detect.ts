@@ -276,7 +276,8 @@ async function readText(path: string): Promise<string | undefined> {
   }
 }
 
-async function exists(path: string): Promise<boolean> {
+/** Whether `path` exists (any kind of file). */
+export async function exists(path: string): Promise<boolean> {
   try {
     await Deno.stat(path);
     return true;
