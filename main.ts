@@ -24,7 +24,7 @@ import { runManager } from "./lib/manager/main.ts";
 import { runRpcServer } from "./lib/cli/rpc_server.ts";
 import { tokenizeText } from "./lib/engine/tokens.ts";
 import { createVideoService, readBlocklist, type VideoService } from "./lib/video/operations.ts";
-import type { ServerState } from "./lib/engine/state.ts";
+import type { ServerState } from "./routes/state.ts";
 import { newSurfaces } from "./routes/app.ts";
 import { agentRoutes } from "./routes/agents.ts";
 import { videoRoutes } from "./routes/video.ts";
@@ -47,8 +47,8 @@ import {
   cudaSourceBuildDir,
   findToolkit,
   progressPrinter,
-  runBuildCuda,
-} from "./lib/build/cuda.ts";
+} from "./lib/source/cuda_build.ts";
+import { runBuildCuda } from "./lib/cli/build_cuda.ts";
 import { runGpuCheck } from "./lib/cli/gpu_check.ts";
 import { startupNotes } from "./lib/cli/startup_notes.ts";
 import { readCudaDriver } from "./ffi/cuda_driver.ts";
@@ -56,7 +56,7 @@ import { lastLoadStackBytes } from "./ffi/load_thread.ts";
 import { runSmokeDecode } from "./lib/gpu/smoke.ts";
 import { probeDriver } from "./lib/gpu/probe.ts";
 import { startWorkerEngine } from "./lib/engine/worker_engine.ts";
-import { newServerState } from "./lib/engine/state.ts";
+import { newServerState } from "./routes/state.ts";
 import { makeModel } from "./lib/gguf/mod.ts";
 import { resolveModel } from "./lib/models/resolve.ts";
 import { createApp } from "./routes/app.ts";

@@ -45,7 +45,7 @@ import {
 } from "../ffi/mod.ts";
 import { makeModel } from "../lib/gguf/mod.ts";
 import { startServer } from "../tests/support/server.ts";
-import { sourceCacheDir } from "../lib/build/llama_source.ts";
+import { sourceCacheDir } from "../lib/source/llama_source.ts";
 import { BENCH_SCHEMA } from "./schema.ts";
 import { type SpeculativeRow, speculativeRows } from "./speculative.ts";
 import {

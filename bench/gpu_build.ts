@@ -12,7 +12,7 @@
  * ```
  * @module
  */
-import { cmakeBuild, exists } from "../lib/build/cmake.ts";
+import { cmakeBuild, exists } from "../lib/source/cmake.ts";
 import {
   CPU_TARGETS,
   CUDA_TARGETS,
@@ -20,8 +20,8 @@ import {
   parseProgress,
   progressPrinter,
   sourceBuildFlags,
-} from "../lib/build/cuda.ts";
-import { llamaSourceDir, SOURCE_HASH, sourceCacheDir } from "../lib/build/llama_source.ts";
+} from "../lib/source/cuda_build.ts";
+import { llamaSourceDir, SOURCE_HASH, sourceCacheDir } from "../lib/source/llama_source.ts";
 import { probeDriver } from "../lib/gpu/probe.ts";
 
 const TOOLS = ["llama-server", "llama-batched-bench"];

@@ -18,9 +18,9 @@
  * ```
  * @module
  */
-import { llamaSourceDir, sourceCacheDir } from "../lib/build/llama_source.ts";
+import { llamaSourceDir, sourceCacheDir } from "../lib/source/llama_source.ts";
 import { freePort, superviseServer } from "../tests/support/server.ts";
-import { cmakeBuild, exists } from "../lib/build/cmake.ts";
+import { cmakeBuild, exists } from "../lib/source/cmake.ts";
 
 export type PeerBuild = {
   bin: string;

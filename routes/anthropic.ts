@@ -42,7 +42,7 @@ import {
 } from "../lib/chat/generation.ts";
 import { defaultSampling } from "../lib/engine/sampling.ts";
 import { isRefusal } from "../lib/engine/scheduler.ts";
-import type { ServerState } from "../lib/engine/state.ts";
+import type { ServerState } from "./state.ts";
 import { anthropicError, parseBody } from "./errors.ts";
 import { noteIgnored } from "./ignored.ts";
 import { sseResponse } from "./sse.ts";
@@ -52,8 +52,8 @@ import {
   type McpRequest,
   serverToolLoop,
 } from "./mcp.ts";
-import { isMcpAttachError } from "../lib/mcp/attach.ts";
-import { collectLoop, type LoopEvent } from "../lib/mcp/tool_loop.ts";
+import { isMcpAttachError } from "../lib/chat/mcp_attach.ts";
+import { collectLoop, type LoopEvent } from "../lib/chat/tool_loop.ts";
 import type { RenderOptions } from "../lib/chat/render.ts";
 
 /** The real API's request size limit for Messages. */

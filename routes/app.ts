@@ -14,7 +14,7 @@
 import { type Context, Hono } from "hono";
 import { routePath } from "hono/route";
 import { countRequest } from "../lib/engine/metrics.ts";
-import type { ServerState } from "../lib/engine/state.ts";
+import type { ServerState } from "./state.ts";
 import { anthropicRoutes } from "./anthropic.ts";
 import { embeddingsRoutes } from "./embeddings.ts";
 import { anthropicError, openaiError } from "./errors.ts";

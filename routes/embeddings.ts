@@ -18,7 +18,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import { createEmbedder, type Embedder, type EmbedderOptions } from "../lib/engine/embeddings.ts";
 import { isRefusal, type Scheduler } from "../lib/engine/scheduler.ts";
-import type { ServerState } from "../lib/engine/state.ts";
+import type { ServerState } from "./state.ts";
 import { checkIds, tokenizeText } from "../lib/engine/tokens.ts";
 import { openaiError, parseBody } from "./errors.ts";
 import { modelNotFound } from "./openai_common.ts";

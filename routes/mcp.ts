@@ -16,19 +16,19 @@
 import type { Conversation } from "../lib/chat/conversation.ts";
 import { type ChatEvent, type ChatGenOptions, chatRound } from "../lib/chat/generation.ts";
 import type { RenderOptions } from "../lib/chat/render.ts";
-import type { ServerState } from "../lib/engine/state.ts";
+import type { ServerState } from "./state.ts";
 import {
   attachMcp,
   MAX_TOOL_ROUNDS,
   type McpAttachment,
   withServerTools,
-} from "../lib/mcp/attach.ts";
+} from "../lib/chat/mcp_attach.ts";
 import {
   chatWithServerTools,
   type LoopEvent,
   type ServerTools,
   type StepResult,
-} from "../lib/mcp/tool_loop.ts";
+} from "../lib/chat/tool_loop.ts";
 
 export type McpRequest = { tools: ServerTools; notes: string[]; conv?: Conversation };
 

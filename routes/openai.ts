@@ -21,7 +21,7 @@ import {
   type GenRequest,
   isRefusal,
 } from "../lib/engine/scheduler.ts";
-import type { ServerState } from "../lib/engine/state.ts";
+import type { ServerState } from "./state.ts";
 import { checkIds, detokenizeIds, tokenizeText } from "../lib/engine/tokens.ts";
 import { completionLogprobs, type TokenLogprob } from "../lib/chat/logprobs.ts";
 import { openaiError, parseBody } from "./errors.ts";

@@ -25,7 +25,7 @@ import {
 import { chatLogprobs, type TokenLogprob } from "../lib/chat/logprobs.ts";
 import { chatCompletionsConversation, chatDelta, chatMessage } from "../lib/chat/openai_chat.ts";
 import { isRefusal } from "../lib/engine/scheduler.ts";
-import type { ServerState } from "../lib/engine/state.ts";
+import type { ServerState } from "./state.ts";
 import { openaiError, parseBody } from "./errors.ts";
 import { noteIgnored } from "./ignored.ts";
 import {
@@ -49,8 +49,8 @@ import {
   type ToolStep,
   toolStep,
 } from "./mcp.ts";
-import { isMcpAttachError } from "../lib/mcp/attach.ts";
-import type { LoopEvent } from "../lib/mcp/tool_loop.ts";
+import { isMcpAttachError } from "../lib/chat/mcp_attach.ts";
+import type { LoopEvent } from "../lib/chat/tool_loop.ts";
 
 const part = z.looseObject({ type: z.string() });
 const content = z.union([z.string(), z.array(part)]).nullable().optional();

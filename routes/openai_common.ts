@@ -15,7 +15,7 @@ import { defaultSampling, type Sampling } from "../lib/engine/sampling.ts";
 import { compileConstraint, isConstraintError, jsonObjectGbnf } from "../lib/constrain/mod.ts";
 import { openaiError } from "./errors.ts";
 import type { EngineRefusal } from "../lib/engine/scheduler.ts";
-import type { ServerState } from "../lib/engine/state.ts";
+import type { ServerState } from "./state.ts";
 
 const contentPart = z.looseObject({ type: z.string(), text: z.string().optional() });
 

@@ -12,7 +12,7 @@
  */
 import { Hono } from "hono";
 import { renderMetrics } from "../lib/engine/metrics.ts";
-import type { ServerState } from "../lib/engine/state.ts";
+import type { ServerState } from "./state.ts";
 
 export function opsRoutes(state: ServerState): Hono {
   const app = new Hono();

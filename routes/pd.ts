@@ -15,7 +15,7 @@
  */
 import { Hono } from "hono";
 import { z } from "zod";
-import type { ServerState } from "../lib/engine/state.ts";
+import type { ServerState } from "./state.ts";
 import {
   exportPrefill,
   PD_PATH,

@@ -34,14 +34,14 @@ import {
   responseSegments,
 } from "../lib/chat/responses.ts";
 import { isRefusal } from "../lib/engine/scheduler.ts";
-import type { ServerState } from "../lib/engine/state.ts";
+import type { ServerState } from "./state.ts";
 import { openaiError, parseBody } from "./errors.ts";
 import { noteIgnored } from "./ignored.ts";
 import { chatNotReady, refusalError, toSampling } from "./openai_common.ts";
 import { sseResponse } from "./sse.ts";
 import { attachToConversation, type McpRequest, mcpToolEntries, serverToolLoop } from "./mcp.ts";
-import { isMcpAttachError } from "../lib/mcp/attach.ts";
-import { collectLoop, type LoopEvent } from "../lib/mcp/tool_loop.ts";
+import { isMcpAttachError } from "../lib/chat/mcp_attach.ts";
+import { collectLoop, type LoopEvent } from "../lib/chat/tool_loop.ts";
 
 const item = z.looseObject({ type: z.string().optional() });
 

@@ -15,7 +15,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import { chatPromptText } from "../lib/chat/prompt.ts";
 import { isRefusal } from "../lib/engine/scheduler.ts";
-import type { ServerState } from "../lib/engine/state.ts";
+import type { ServerState } from "./state.ts";
 import {
   detokenizeIds,
   specialSpellings,

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { loadAgentsConfig } from "../lib/agents/config.ts";
 import { createAgentService, publicAgents } from "../lib/agents/sessions.ts";
 import { createBus } from "../lib/events/bus.ts";
-import { newServerState } from "../lib/engine/state.ts";
+import { newServerState } from "../routes/state.ts";
 import { createApp, newSurfaces } from "../routes/app.ts";
 import { openAgents } from "../lib/agents/mod.ts";
 import { agentRoutes } from "../routes/agents.ts";

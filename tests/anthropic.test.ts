@@ -15,7 +15,7 @@ import { TOOL_FORMATS } from "../lib/chat/formats/mod.ts";
 import { renderConversation, toTemplateMessages } from "../lib/chat/render.ts";
 import { compileTemplate } from "../lib/chat/template.ts";
 import { type GenEvent, refusal } from "../lib/engine/scheduler.ts";
-import { newServerState } from "../lib/engine/state.ts";
+import { newServerState } from "../routes/state.ts";
 import { specialSpellings } from "../lib/engine/tokens.ts";
 import { anthropicRoutes } from "../routes/anthropic.ts";
 import { createApp } from "../routes/app.ts";

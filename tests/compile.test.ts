@@ -2,10 +2,10 @@
 // directory, run with HOME pointing at an empty directory (so nothing cached is reused): it must
 // unpack itself, write the demo model, answer /health and a completion.
 import assert from "node:assert/strict";
-import { compile } from "../lib/build/compile.ts";
+import { compile } from "../tools/compile.ts";
 import { startServer } from "./support/server.ts";
 import { gpuDataDir } from "./support/gpu_data.ts";
-import { cpuSourceBuildDir } from "../lib/build/cuda.ts";
+import { cpuSourceBuildDir } from "../lib/source/cuda_build.ts";
 
 Deno.test("compiled binary serves the demo model from an empty HOME", async () => {
   const work = await Deno.makeTempDir({ prefix: "hearth-bin-" });

@@ -12,7 +12,7 @@ import { createEmbedder, POOLING } from "../lib/engine/embeddings.ts";
 import { type EngineModel, loadEngineModel, unloadEngineModel } from "../lib/engine/model.ts";
 import { defaultSampling } from "../lib/engine/sampling.ts";
 import { createScheduler, type GenEvent, isRefusal } from "../lib/engine/scheduler.ts";
-import type { ServerState } from "../lib/engine/state.ts";
+import type { ServerState } from "../routes/state.ts";
 import { tokenizeText } from "../lib/engine/tokens.ts";
 import { createApp } from "../routes/app.ts";
 import { inProcessState } from "./support/app.ts";

@@ -1,6 +1,6 @@
 // /metrics counts the event channel: open listeners, events published, and listeners refused.
 import assert from "node:assert/strict";
-import { newServerState } from "../lib/engine/state.ts";
+import { newServerState } from "../routes/state.ts";
 import { createApp, newSurfaces } from "../routes/app.ts";
 
 const gauge = (text: string, name: string) =>

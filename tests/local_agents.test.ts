@@ -21,7 +21,7 @@ import type { AgentConfig } from "../lib/agents/types.ts";
 import { compileTemplate } from "../lib/chat/template.ts";
 import { createBus } from "../lib/events/bus.ts";
 import { loadEngineModel } from "../lib/engine/model.ts";
-import { newServerState } from "../lib/engine/state.ts";
+import { newServerState } from "../routes/state.ts";
 import { startWorkerEngine } from "../lib/engine/worker_engine.ts";
 import { createApp, newSurfaces } from "../routes/app.ts";
 import { sessionRoutes } from "../routes/sessions.ts";

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { freePort, mainTs, runMain, startServer } from "./support/server.ts";
 import { tinyModelPath } from "./support/models.ts";
-import { buildRpc } from "../lib/build/rpc.ts";
+import { buildRpc } from "../tools/build_rpc.ts";
 
 type RpcServer = { endpoint: string; output: () => string; stop: () => Promise<void> };
 

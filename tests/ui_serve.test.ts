@@ -4,7 +4,7 @@
  * gzip, ETags, the video rules document, and the page weight (reported, and held under a budget).
  */
 import assert from "node:assert/strict";
-import { newServerState } from "../lib/engine/state.ts";
+import { newServerState } from "../routes/state.ts";
 import { videoRulesDocument } from "../lib/video/rules_document.ts";
 import { createApp } from "../routes/app.ts";
 import {

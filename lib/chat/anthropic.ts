@@ -30,7 +30,7 @@ import {
   type Turn,
 } from "./conversation.ts";
 import type { ChatEvent } from "./generation.ts";
-import type { LoopEvent, Segment, StepCall, StepResult } from "../mcp/tool_loop.ts";
+import type { LoopEvent, Segment, StepCall, StepResult } from "./tool_loop.ts";
 
 export type AnthropicBlock = { type: string; [k: string]: unknown };
 

@@ -23,7 +23,7 @@ import {
   toolSpec,
   type Turn,
 } from "./conversation.ts";
-import type { LoopEvent, Segment, StepResult } from "../mcp/tool_loop.ts";
+import type { LoopEvent, Segment, StepResult } from "./tool_loop.ts";
 
 export type ResponseItem = { type?: string; [k: string]: unknown };
 

@@ -22,7 +22,7 @@ import { detectHost } from "../gpu/detect.ts";
 import { probeDriver } from "../gpu/probe.ts";
 import { libraryProbe, noGpuReason } from "../gpu/select.ts";
 import { runSmokeChild, smokeModel, smokeTest } from "../gpu/smoke.ts";
-import { findCudaSourceBuilds } from "../build/cuda.ts";
+import { findCudaSourceBuilds } from "../source/cuda_build.ts";
 import { z } from "zod";
 import { type FlagSpec, parseFlags } from "./argv.ts";
 

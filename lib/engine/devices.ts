@@ -18,13 +18,14 @@ import {
   loadBackend,
   rpcAddServer,
 } from "../../ffi/mod.ts";
-import { findRpcLibrary } from "../build/rpc.ts";
+import { findRpcLibrary } from "../../ffi/rpc_library.ts";
+import { rpcBuildDir } from "../source/llama_source.ts";
 import { probeRpcServer } from "./rpc_probe.ts";
 
 /** Loads `libggml-rpc.so` unless the library directory's own set already brought it. */
 export async function loadRpcBackend(llama: Llama): Promise<void> {
   if (hasBackend(llama, "RPC")) return;
-  const lib = await findRpcLibrary(llama.dir);
+  const lib = await findRpcLibrary([llama.dir, `${rpcBuildDir()}/bin`]);
   if (!lib) {
     throw new Error(
       "the RPC backend is not built: run `deno task build:rpc` (it builds libggml-rpc.so from " +

@@ -12,7 +12,14 @@
  * @module
  */
 import { emptyStats, type EngineStats } from "./scheduler.ts";
-import type { ChannelCounters } from "./state.ts";
+
+/** Event-channel counters (the HTTP layer reads them from the fan-out). */
+export type ChannelCounters = {
+  listeners: number;
+  published: number;
+  dropped: number;
+  rejected: number;
+};
 
 export type Metrics = {
   requests: Map<string, number>;

@@ -15,7 +15,7 @@
  * @module
  */
 import type { CudaDevice } from "../../ffi/cuda_driver.ts";
-import { selfCommand } from "../cli/self.ts";
+import { selfCommand } from "../process/self.ts";
 
 export type DriverFacts = {
   cuda?: string;

@@ -26,7 +26,7 @@ import { cuda12LibraryDir, CUDA_SPEC, cudaLibraryDir } from "./cuda_package.ts";
 import { type BuildName, type Candidate, checkBuilds, type GpuCheck } from "./candidates.ts";
 import { type DriverFacts, probeDriver } from "./probe.ts";
 import { type SmokeResult, smokeTest } from "./smoke.ts";
-import { findCudaSourceBuilds } from "../build/cuda.ts";
+import { findCudaSourceBuilds } from "../source/cuda_build.ts";
 
 export type LibraryKind = "cpu" | "cuda" | "custom";
 

@@ -16,7 +16,7 @@
  * ```
  * @module
  */
-import { selfCommand } from "../cli/self.ts";
+import { selfCommand } from "../process/self.ts";
 import { makeModel } from "../gguf/mod.ts";
 import {
   decodeSync,

@@ -14,7 +14,7 @@ import type { Hono } from "hono";
 import { compileTemplate } from "../../lib/chat/template.ts";
 import { loadEngineModel } from "../../lib/engine/model.ts";
 import { startWorkerEngine } from "../../lib/engine/worker_engine.ts";
-import { newServerState, type ServerState } from "../../lib/engine/state.ts";
+import { newServerState, type ServerState } from "../../routes/state.ts";
 import { createApp } from "../../routes/app.ts";
 import { tinyModelPath } from "./models.ts";
 

@@ -9,4 +9,4 @@
  * ```
  * @module
  */
-export { llamaSourceDir, NODE_LLAMA_CPP, sourceCacheDir } from "../../lib/build/llama_source.ts";
+export { llamaSourceDir, NODE_LLAMA_CPP, sourceCacheDir } from "../../lib/source/llama_source.ts";

@@ -14,8 +14,8 @@
 import { llamaSourceDir } from "./llama_source.ts";
 import { tinyModelPath } from "./models.ts";
 import { gpuDataDir } from "./gpu_data.ts";
-import { buildRpc } from "../../lib/build/rpc.ts";
-import { buildCpuFromSource, progressPrinter } from "../../lib/build/cuda.ts";
+import { buildRpc } from "../../tools/build_rpc.ts";
+import { buildCpuFromSource, progressPrinter } from "../../lib/source/cuda_build.ts";
 import { cudaExtLibrary, cudaLibraryDir } from "../../lib/gpu/cuda_package.ts";
 import { buildCpuBench } from "../../bench/gpu_build.ts";
 

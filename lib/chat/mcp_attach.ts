@@ -7,14 +7,14 @@
  *
  * @example
  * ```ts
- * import { attachMcp } from "./attach.ts";
+ * import { attachMcp } from "./mcp_attach.ts";
  * const { tools, notes } = attachMcp(registry, [{ server: "calc", param: "tools[0]" }]);
  * tools.specs.map((t) => t.name); // ["calc_add", "calc_echo"]
  * ```
  * @module
  */
-import type { ToolSpec } from "../chat/conversation.ts";
-import type { McpRegistry } from "./registry.ts";
+import type { ToolSpec } from "./conversation.ts";
+import type { McpRegistry } from "../mcp/registry.ts";
 import type { ServerTools } from "./tool_loop.ts";
 
 export type McpAttachment = {

@@ -20,6 +20,11 @@ export const NODE_LLAMA_CPP = "node-llama-cpp@3.22.1";
  */
 export const SOURCE_HASH = "de3ff815ea7d";
 
+/** Where `deno task build:rpc` builds ggml's RPC backend (`bin/libggml-rpc.so`). */
+export function rpcBuildDir(): string {
+  return `${sourceCacheDir()}/rpc-build`;
+}
+
 /** Cache root: `HEARTH_SRC_CACHE`, else `~/.cache/hearth-src`. */
 export function sourceCacheDir(): string {
   return Deno.env.get("HEARTH_SRC_CACHE") ??

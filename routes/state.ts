@@ -1,5 +1,5 @@
 /**
- * What the HTTP layer may know about the running engine: the served model's id and limits, the
+ * What the HTTP layer knows about the running engine: the served model's id and limits, the
  * scheduler once loading has finished, the chat template, metrics, and per-server options
  * (API key, SSE buffer bound, chat logger). Routes read it; `main.ts` fills it.
  *
@@ -11,13 +11,13 @@
  * ```
  * @module
  */
-import type { ChatLogger } from "../chat/logger.ts";
-import type { CompiledTemplate } from "../chat/template.ts";
-import { type Metrics, newMetrics } from "./metrics.ts";
-import type { Scheduler } from "./scheduler.ts";
-import type { PdStats } from "./pd.ts";
-import type { LibraryChoice } from "../gpu/select.ts";
-import type { McpRegistry } from "../mcp/registry.ts";
+import type { ChatLogger } from "../lib/chat/logger.ts";
+import type { CompiledTemplate } from "../lib/chat/template.ts";
+import { type ChannelCounters, type Metrics, newMetrics } from "../lib/engine/metrics.ts";
+import type { Scheduler } from "../lib/engine/scheduler.ts";
+import type { PdStats } from "../lib/engine/pd.ts";
+import type { LibraryChoice } from "../lib/gpu/select.ts";
+import type { McpRegistry } from "../lib/mcp/registry.ts";
 
 export type ServerState = {
   modelId: string;
@@ -47,13 +47,6 @@ export type ServerState = {
   pd?: () => PdStats;
   /** Event-channel counters for /metrics (set when the app mounts the channel). */
   channel?: () => ChannelCounters;
-};
-
-export type ChannelCounters = {
-  listeners: number;
-  published: number;
-  dropped: number;
-  rejected: number;
 };
 
 export function newServerState(modelId: string, apiKey?: string): ServerState {

@@ -1,27 +1,24 @@
 /**
- * `hearth build-cuda` (also `deno task build:cuda`): builds llama.cpp with CUDA from the source
- * bundle of this release, for GPU hosts where no prebuilt build can run (DESIGN's GPU contract:
- * the prebuilt CUDA 13 package has no sm_90 code and PTX too new for a CUDA 13.0 driver). The
- * result goes to `<data-dir>/llama-cuda-src-<arch>-<source hash>/lib`, where `serve` finds it as
- * the "source" candidate; the compiler log stays in `.../build/build.log`. Without nvcc or cuBLAS
- * it says which is missing and exits 2.
- *
- * The same flags minus CUDA make the CPU source build the tests serve through
- * `HEARTH_LLAMA_LIB_DIR` (`buildCpuFromSource`), so the source-build path is proven on every
- * machine, not only on a GPU host.
+ * Building llama.cpp from the source bundle of this release: with CUDA for GPU hosts where no
+ * prebuilt build can run (the prebuilt CUDA 13 package has no sm_90 code and PTX too new for a
+ * CUDA 13.0 driver; see docs/ARCHITECTURE.md, "GPU hosts"), and without it for the CPU source build
+ * the tests serve through `HEARTH_LLAMA_LIB_DIR` (`buildCpuFromSource`), so the source-build path
+ * is proven on every machine. A CUDA result goes to `<data-dir>/llama-cuda-src-<arch>-<source
+ * hash>/lib`, where `serve` finds it as the "source" candidate; the compiler log stays in
+ * `.../build/build.log`. `hearth build-cuda` (`lib/cli/build_cuda.ts`) is its command line, and
+ * `serve` calls `buildFromSource` itself when no other GPU build passes.
  *
  * @example
- * ```sh
- * hearth build-cuda                        # for the GPUs in this machine
- * hearth build-cuda --arch 90 --jobs 16    # sm_90 (H100/H200), 16 compiler jobs
- * hearth build-cuda --dry-run              # prints the commands, builds nothing
+ * ```ts
+ * import { buildFromSource, cudaSourceBuildDir } from "./cuda_build.ts";
+ * const dir = cudaSourceBuildDir("/var/lib/hearth", "90");
+ * const b = await buildFromSource({ dir, cuda: { arch: "90", nvcc: "/usr/local/cuda/bin/nvcc" } });
+ * console.log(b.lib); // .../llama-cuda-src-90-de3ff815ea7d/lib
  * ```
  * @module
  */
-import { cmakeBuild, exists, hasTool, PREBUILT_COMPATIBLE_FLAGS } from "./cmake.ts";
+import { cmakeBuild, exists, PREBUILT_COMPATIBLE_FLAGS } from "./cmake.ts";
 import { llamaSourceDir, SOURCE_HASH, sourceCacheDir } from "./llama_source.ts";
-import { z } from "zod";
-import { type FlagSpec, parseFlags } from "../cli/argv.ts";
 
 export type CudaBuildOptions = {
   /** `native` (the GPUs present), or compute capabilities: `90`, `80,90`. */
@@ -38,36 +35,6 @@ export const CPU_BUILD_LIBS = ["libllama.so", "libggml.so", "libggml-base.so", "
 export const CUDA_BUILD_LIBS = [...CPU_BUILD_LIBS, "libggml-cuda.so"];
 /** Written last into `lib/`: a directory without it is a build that never finished. */
 const COMPLETE = ".complete";
-
-const USAGE = "hearth build-cuda [--arch native|90|80,90] [--jobs N] [--data-dir DIR] [--dry-run]";
-
-const FLAGS: FlagSpec<keyof CudaBuildOptions>[] = [
-  {
-    key: "arch",
-    names: ["--arch"],
-    meta: "native|90|80,90",
-    schema: z.string().transform((v) => v.replaceAll(";", ",")).refine(
-      (v) => v === "native" || /^\d{2,3}[af]?(,\d{2,3}[af]?)*$/.test(v),
-      "must be native or compute capabilities like 90 or 80,90",
-    ),
-  },
-  { key: "jobs", names: ["--jobs"], meta: "N", schema: z.coerce.number().int().min(1) },
-  {
-    key: "dataDir",
-    names: ["--data-dir"],
-    meta: "DIR",
-    schema: z.string().min(1).transform((d) => d.replace(/\/$/, "")),
-  },
-  { key: "dryRun", names: ["--dry-run"] },
-];
-
-/** Parses argv; throws a one-line message for a bad flag. */
-export function parseCudaBuildArgs(args: string[], defaultDataDir: string): CudaBuildOptions {
-  const defaults = { arch: "native", dataDir: defaultDataDir, dryRun: false };
-  const r = parseFlags(args, FLAGS, defaults, USAGE);
-  if (!r.ok) throw new Error(r.message);
-  return r.values as CudaBuildOptions;
-}
 
 /** `<dataDir>/llama-cuda-src-<arch>-<source hash>` (arch `80,90` is written `80-90`). */
 export function cudaSourceBuildDir(dataDir: string, arch: string): string {
@@ -290,94 +257,4 @@ export function progressPrinter(what: string): (p: Progress) => void {
       }
     }
   };
-}
-
-/** Prints the commands a build would run (nothing is fetched or built). */
-function printDryRun(dir: string, arch: string, nvcc: string | undefined, jobs: number): void {
-  const src = `${sourceCacheDir()}/llama.cpp-3.22.1`;
-  const flags = sourceBuildFlags({ arch, nvcc: nvcc ?? "nvcc" });
-  console.log(`# dry run: nothing is fetched or built`);
-  console.log(`# nvcc: ${nvcc ?? "not found (a real build stops here, exit status 2)"}`);
-  console.log(shell(["cmake", "-S", src, "-B", `${dir}/build`, "-G", "Ninja", ...flags]));
-  console.log(
-    shell(["cmake", "--build", `${dir}/build`, `-j${jobs}`, "--target", ...CUDA_TARGETS]),
-  );
-  console.log(`# then copy ${CUDA_BUILD_LIBS.join(" ")} from ${dir}/build/bin to ${dir}/lib`);
-}
-
-/** Quotes for a POSIX shell where needed, so printed commands can be pasted. */
-function shell(argv: string[]): string {
-  return argv.map((a) => /^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replaceAll("'", `'\\''`)}'`)
-    .join(" ");
-}
-
-/**
- * The CLI. `nativeArch` answers `--arch native` (the visible GPUs' compute capabilities, e.g.
- * `90`); it is passed in so this module does not reach the GPU probe. Returns the exit status.
- */
-export async function runBuildCuda(
-  args: string[],
-  o: { defaultDataDir: string; nativeArch: () => Promise<string | undefined> },
-): Promise<number> {
-  let opts: CudaBuildOptions;
-  try {
-    opts = parseCudaBuildArgs(args, o.defaultDataDir);
-  } catch (e) {
-    console.error(`hearth: ${(e as Error).message}`);
-    return 2;
-  }
-  let arch = opts.arch;
-  if (arch === "native") {
-    const found = await o.nativeArch();
-    if (!found) {
-      console.error(
-        "hearth: build-cuda --arch native: no NVIDIA GPU to read the architecture from; name " +
-          "it, e.g. --arch 90 (H100/H200), 80 (A100), 89 (L4/L40), 86 (A10/RTX 30xx)",
-      );
-      return 2;
-    }
-    arch = found;
-  }
-  const dir = cudaSourceBuildDir(opts.dataDir, arch);
-  const jobs = opts.jobs ?? navigator.hardwareConcurrency;
-  const toolkit = await findToolkit();
-  if (opts.dryRun) {
-    printDryRun(dir, arch, toolkit.nvcc, jobs);
-    return 0;
-  }
-  if (toolkit.missing.length > 0) {
-    console.error(
-      `hearth: cannot build llama.cpp with CUDA: missing ${toolkit.missing.join("; and ")}`,
-    );
-    return 2;
-  }
-  for (const tool of ["cmake", "c++", "git", "npm"]) {
-    if (!await hasTool(tool)) {
-      console.error(`hearth: cannot build llama.cpp with CUDA: \`${tool}\` is not on PATH`);
-      return 2;
-    }
-  }
-  console.error(
-    `hearth: building llama.cpp for sm_${arch.replaceAll(",", ", sm_")} with ${jobs} jobs into ` +
-      `${dir} (about 3 minutes with 16 jobs, much longer with few cores; log: ` +
-      `${dir}/build/build.log)`,
-  );
-  try {
-    const b = await buildFromSource({
-      dir,
-      cuda: { arch, nvcc: toolkit.nvcc! },
-      jobs,
-      onProgress: progressPrinter("build-cuda"),
-    });
-    console.error(
-      b.cached
-        ? `hearth: ${b.lib} is already built; serve uses it on this GPU`
-        : `hearth: built ${b.lib} in ${b.seconds.toFixed(0)} s; serve uses it on this GPU`,
-    );
-    console.log(b.lib);
-    return 0;
-  } catch (e) {
-    console.error(`hearth: ${(e as Error).message}`);
-    return 1;
-  }
 }

@@ -19,8 +19,8 @@
  * ```
  * @module
  */
-import type { Conversation, Part, ToolSpec } from "../chat/conversation.ts";
-import type { ChatEvent } from "../chat/generation.ts";
+import type { Conversation, Part, ToolSpec } from "./conversation.ts";
+import type { ChatEvent } from "./generation.ts";
 
 /** What Hearth can execute: exposed tool names, their specs, and the call itself. */
 export type ServerTools = {

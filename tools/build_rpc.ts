@@ -11,25 +11,9 @@
  * ```
  * @module
  */
-import { llamaSourceDir, sourceCacheDir } from "./llama_source.ts";
-import { cmakeBuild, exists, PREBUILT_COMPATIBLE_FLAGS } from "./cmake.ts";
-
-export const RPC_LIB = "libggml-rpc.so";
-
-export function rpcBuildDir(): string {
-  return `${sourceCacheDir()}/rpc-build`;
-}
-
-/**
- * Where the RPC backend is: beside the llama.cpp libraries in use (a `build:cuda` output or a
- * `HEARTH_LLAMA_LIB_DIR` that has it), else the `build:rpc` cache. Undefined when neither has it.
- */
-export async function findRpcLibrary(libDir: string): Promise<string | undefined> {
-  for (const p of [`${libDir}/${RPC_LIB}`, `${rpcBuildDir()}/bin/${RPC_LIB}`]) {
-    if (await exists(p)) return p;
-  }
-  return undefined;
-}
+import { llamaSourceDir, rpcBuildDir, sourceCacheDir } from "../lib/source/llama_source.ts";
+import { RPC_LIB } from "../ffi/rpc_library.ts";
+import { cmakeBuild, exists, PREBUILT_COMPATIBLE_FLAGS } from "../lib/source/cmake.ts";
 
 export type RpcBuild = { lib: string; cached: boolean; seconds: number };
 

@@ -1,0 +1,149 @@
+/**
+ * Fails when two folders of the product import each other, directly or through others.
+ *
+ * A folder is the unit of layering here (`routes`, `lib/chat`, `lib/engine`, `ffi`, ...; a
+ * package's subfolders belong to it): modules inside one folder may import each other freely, but the graph between folders must stay acyclic
+ * so that data flows one way (route → lib → ffi). Tests and benches are leaves and not checked.
+ *
+ * @example
+ * ```sh
+ * deno run -A tools/check_cycles.ts        # exit 0, or the cycles and the imports behind them
+ * ```
+ */
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { dirname, join, normalize, relative } from "node:path";
+
+/** Roots whose folders are checked. */
+export const ROOTS = ["main.ts", "routes", "lib", "ffi", "tools", "ui"];
+
+/** Every `.ts` file under the roots, relative to `base`. */
+export function productFiles(base: string): string[] {
+  const out: string[] = [];
+  const visit = (rel: string) => {
+    const abs = join(base, rel);
+    let st;
+    try {
+      st = statSync(abs);
+    } catch {
+      return;
+    }
+    if (st.isDirectory()) {
+      for (const name of readdirSync(abs).sort()) visit(join(rel, name));
+    } else if (rel.endsWith(".ts")) out.push(rel);
+  };
+  for (const r of ROOTS) visit(r);
+  return out;
+}
+
+/** Relative module specifiers a source imports (static, dynamic, re-exports and workers). */
+export function importsOf(source: string): string[] {
+  const specs = new Set<string>();
+  const patterns = [
+    /\bfrom\s+["'](\.{1,2}\/[^"']+)["']/g,
+    /\bimport\s*\(\s*["'](\.{1,2}\/[^"']+)["']/g,
+    /\bimport\s+["'](\.{1,2}\/[^"']+)["']/g,
+    /new URL\(\s*["'](\.{1,2}\/[^"']+\.ts)["']\s*,\s*import\.meta\.url/g,
+  ];
+  for (const re of patterns) for (const m of source.matchAll(re)) specs.add(m[1]);
+  return [...specs];
+}
+
+/**
+ * The folder a file belongs to: `lib/<package>` for everything under `lib/` (a package's own
+ * subfolders, such as `lib/chat/formats`, are part of it), else the top folder; `main.ts` is its
+ * own node.
+ */
+export function folderOf(rel: string): string {
+  const parts = rel.split("/");
+  if (parts.length === 1) return rel;
+  return parts[0] === "lib" && parts.length > 2 ? `lib/${parts[1]}` : parts[0];
+}
+
+/** One folder-level edge with an example import that makes it. */
+export interface Edge {
+  from: string;
+  to: string;
+  example: string;
+}
+
+/** Folder edges of the product graph. */
+export function folderEdges(base: string): Edge[] {
+  const edges = new Map<string, Edge>();
+  for (const file of productFiles(base)) {
+    const text = readFileSync(join(base, file), "utf8");
+    for (const spec of importsOf(stripComments(text))) {
+      const target = normalize(join(dirname(file), spec));
+      const from = folderOf(file);
+      const to = folderOf(relative(".", target));
+      if (from === to) continue;
+      const key = `${from}\0${to}`;
+      if (!edges.has(key)) edges.set(key, { from, to, example: `${file} → ${target}` });
+    }
+  }
+  return [...edges.values()];
+}
+
+/** Comments can hold import examples; they are not imports. */
+function stripComments(text: string): string {
+  return text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "");
+}
+
+/** Strongly connected components with more than one folder (Tarjan). */
+export function cycles(edges: Edge[]): string[][] {
+  const adj = new Map<string, string[]>();
+  for (const e of edges) {
+    if (!adj.has(e.from)) adj.set(e.from, []);
+    if (!adj.has(e.to)) adj.set(e.to, []);
+    adj.get(e.from)!.push(e.to);
+  }
+  let index = 0;
+  const idx = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const on = new Set<string>();
+  const out: string[][] = [];
+  const strong = (v: string) => {
+    idx.set(v, index);
+    low.set(v, index++);
+    stack.push(v);
+    on.add(v);
+    for (const w of adj.get(v)!) {
+      if (!idx.has(w)) {
+        strong(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (on.has(w)) low.set(v, Math.min(low.get(v)!, idx.get(w)!));
+    }
+    if (low.get(v) === idx.get(v)) {
+      const comp: string[] = [];
+      let w: string;
+      do {
+        w = stack.pop()!;
+        on.delete(w);
+        comp.push(w);
+      } while (w !== v);
+      if (comp.length > 1) out.push(comp.sort());
+    }
+  };
+  for (const v of [...adj.keys()].sort()) if (!idx.has(v)) strong(v);
+  return out;
+}
+
+if (import.meta.main) {
+  const base = Deno.args[0] ?? ".";
+  const edges = folderEdges(base);
+  const found = cycles(edges);
+  if (found.length === 0) {
+    console.log(`import cycles: none (${edges.length} edges between folders)`);
+    Deno.exit(0);
+  }
+  for (const comp of found) {
+    console.log(`import cycle between folders: ${comp.join(", ")}`);
+    const inComp = new Set(comp);
+    for (const e of edges) {
+      if (inComp.has(e.from) && inComp.has(e.to)) {
+        console.log(`  ${e.from} → ${e.to}: ${e.example}`);
+      }
+    }
+  }
+  Deno.exit(1);
+}
