@@ -32,29 +32,21 @@ import {
   anthropicStopReason,
   newBlockStream,
 } from "../lib/chat/anthropic.ts";
-import { isChatInputError } from "../lib/chat/conversation.ts";
+import { anthropicMcpServers } from "../lib/chat/mcp_attach.ts";
+import { collectLoop, type LoopEvent } from "../lib/chat/tool_loop.ts";
 import {
-  type ChatGenOptions,
-  type ChatPlan,
-  chatReply,
-  checkTools,
-  planChat,
-} from "../lib/chat/generation.ts";
+  type ChatTurn,
+  planTurn,
+  startTurn,
+  turnError,
+  turnReady,
+  type TurnResult,
+} from "../lib/chat/turn.ts";
 import { defaultSampling } from "../lib/engine/sampling.ts";
-import { isRefusal } from "../lib/engine/scheduler.ts";
 import type { ServerState } from "./state.ts";
-import { anthropicError, parseBody } from "./errors.ts";
+import { anthropicError, anthropicTurnError, parseBody } from "./errors.ts";
 import { noteIgnored } from "./ignored.ts";
 import { sseResponse } from "./sse.ts";
-import {
-  anthropicMcpServers,
-  attachToConversation,
-  type McpRequest,
-  serverToolLoop,
-} from "./mcp.ts";
-import { isMcpAttachError } from "../lib/chat/mcp_attach.ts";
-import { collectLoop, type LoopEvent } from "../lib/chat/tool_loop.ts";
-import type { RenderOptions } from "../lib/chat/render.ts";
 
 /** The real API's request size limit for Messages. */
 const MAX_BODY_BYTES = 32 * 1024 * 1024;
@@ -110,48 +102,31 @@ export function anthropicRoutes(state: ServerState): Hono {
   app.use("/v1/messages", limit);
   app.use("/v1/messages/*", limit);
 
-  type Planned = {
-    plan: ChatPlan;
-    mcp?: McpRequest;
-    genOpts: ChatGenOptions;
-    renderOpts: RenderOptions & { prefill?: boolean };
-  };
-
-  /** The plan for a request, or the error response that explains why there is none. */
-  function planFor(c: Context, b: CountBody & Partial<CreateBody>): Planned | Response {
-    const engine = state.engine;
-    if (!engine) {
-      return anthropicError(529, "overloaded_error", "the model is still loading", {
-        "retry-after": "1",
-      });
-    }
-    if (!state.template) {
-      return anthropicError(
-        400,
-        "invalid_request_error",
-        "the served model has no chat template; start the server with --chat-template FILE",
-      );
-    }
+  /** The planned turn for a request (Messages and count_tokens plan alike, so counts agree). */
+  function planFor(c: Context, b: CountBody & Partial<CreateBody>): TurnResult<ChatTurn> {
+    const notReady = turnReady(state);
+    if (notReady) return { ok: false, error: notReady };
+    let mapped;
     try {
-      const { conv, ignored } = anthropicConversation(
-        b as Parameters<typeof anthropicConversation>[0],
-      );
-      const wanted = anthropicMcpServers(b.mcp_servers);
-      let mcp: McpRequest | undefined;
-      if (wanted.length) {
-        mcp = attachToConversation(state, conv, wanted, b.tool_choice == null);
-        noteIgnored(c, mcp.notes);
-      }
-      const checked = checkTools(conv.tools, (i) => `tools[${i}]`, "input_schema");
-      conv.tools = checked.tools;
-      noteIgnored(c, [...ignored, ...checked.notes]);
-      const extra: Record<string, unknown> = {};
-      if (b.thinking) {
-        extra.enable_thinking = b.thinking.type !== "disabled";
-        if (b.thinking.budget_tokens !== undefined) noteIgnored(c, ["thinking.budget_tokens"]);
-      }
-      const d = defaultSampling();
-      const genOpts: ChatGenOptions = {
+      mapped = anthropicConversation(b as Parameters<typeof anthropicConversation>[0]);
+    } catch (e) {
+      return { ok: false, error: turnError(e) };
+    }
+    const extra: Record<string, unknown> = {};
+    const ignored = [...mapped.ignored];
+    if (b.thinking) {
+      extra.enable_thinking = b.thinking.type !== "disabled";
+      if (b.thinking.budget_tokens !== undefined) ignored.push("thinking.budget_tokens");
+    }
+    const d = defaultSampling();
+    const planned = planTurn(state, {
+      conv: mapped.conv,
+      ignored,
+      mcp: anthropicMcpServers(b.mcp_servers),
+      toolChoiceGiven: b.tool_choice != null,
+      toolParam: (i) => `tools[${i}]`,
+      schemaKey: "input_schema",
+      gen: {
         maxTokens: b.max_tokens,
         sampling: {
           ...d,
@@ -161,25 +136,19 @@ export function anthropicRoutes(state: ServerState): Hono {
         },
         stop: b.stop_sequences ?? [],
         ignoreEos: false,
-      };
-      const renderOpts = { addGenerationPrompt: true, prefill: true, extra };
-      const plan = planChat(engine.model, state.template, conv, genOpts, renderOpts);
-      if (mcp) mcp.conv = conv;
-      return { plan, mcp, genOpts, renderOpts };
-    } catch (e) {
-      if (isChatInputError(e) || isRefusal(e) || isMcpAttachError(e)) {
-        return anthropicError(400, "invalid_request_error", e.message);
-      }
-      throw e;
-    }
+      },
+      render: { addGenerationPrompt: true, prefill: true, extra },
+    });
+    if (planned.ok) noteIgnored(c, planned.value.notes);
+    return planned;
   }
 
   app.post("/v1/messages/count_tokens", async (c) => {
     const body = await parseBody(c, countSchema, badRequest);
     if (!body.ok) return body.response;
     const planned = planFor(c, body.data);
-    if (planned instanceof Response) return planned;
-    return c.json({ input_tokens: planned.plan.prompt.length });
+    if (!planned.ok) return anthropicTurnError(planned.error);
+    return c.json({ input_tokens: planned.value.plan.prompt.length });
   });
 
   app.post("/v1/messages", async (c) => {
@@ -187,24 +156,11 @@ export function anthropicRoutes(state: ServerState): Hono {
     if (!body.ok) return body.response;
     const b = body.data;
     const planned = planFor(c, b);
-    if (planned instanceof Response) return planned;
-    const { plan, mcp } = planned;
-    const engine = state.engine!;
-    const signal = c.req.raw.signal;
-
-    let reply: AsyncGenerator<LoopEvent>;
-    try {
-      const first = chatReply(engine.submit({ ...plan.req, signal }), plan, signal);
-      reply = mcp
-        ? serverToolLoop(state, first, mcp, planned.genOpts, planned.renderOpts, signal)
-        : first;
-    } catch (e) {
-      if (!isRefusal(e)) throw e;
-      if (e.kind === "busy") {
-        return anthropicError(529, "overloaded_error", e.message, { "retry-after": "1" });
-      }
-      return anthropicError(400, "invalid_request_error", e.message);
-    }
+    if (!planned.ok) return anthropicTurnError(planned.error);
+    const plan = planned.value.plan;
+    const started = startTurn(planned.value, { signal: c.req.raw.signal });
+    if (!started.ok) return anthropicTurnError(started.error);
+    const reply = started.value.replies[0];
     const head = {
       id: `msg_${crypto.randomUUID().replaceAll("-", "")}`,
       type: "message",
@@ -239,10 +195,6 @@ export function anthropicRoutes(state: ServerState): Hono {
     return c.json(response);
   });
 
-  app.onError((err, c) => {
-    console.error(`hearth: ${c.req.method} ${c.req.path} failed:`, err);
-    return anthropicError(500, "api_error", `internal error: ${err.message}`);
-  });
   return app;
 }
 

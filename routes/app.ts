@@ -16,8 +16,10 @@ import { routePath } from "hono/route";
 import { countRequest } from "../lib/engine/metrics.ts";
 import type { ServerState } from "./state.ts";
 import { anthropicRoutes } from "./anthropic.ts";
+import { apiKeyGuard } from "./auth.ts";
+import { chatCompletionsRoutes } from "./openai_chat.ts";
 import { embeddingsRoutes } from "./embeddings.ts";
-import { anthropicError, openaiError } from "./errors.ts";
+import { surfaceError, surfaceOf } from "./errors.ts";
 import { opsRoutes } from "./ops.ts";
 import { openaiRoutes } from "./openai.ts";
 import { tokenRoutes } from "./tokens.ts";
@@ -28,10 +30,12 @@ import { eventRoutes } from "./events.ts";
 import { ignoredFieldsHeader } from "./ignored.ts";
 import { responsesRoutes } from "./responses.ts";
 import { PD_PATH } from "../lib/engine/pd.ts";
+import { mountUi, type UiAssets, type UiRouteOptions } from "./ui.ts";
 
 /**
- * The surfaces beside inference. Mutable: `main.ts` fills `sessions` and `video` once their
- * services are up, and until then their paths answer 503 instead of 404.
+ * The surfaces beside inference. `sessions` and `video` may be filled after `createApp` (their
+ * services start later; until then their paths answer 503 or 404 with a reason); `pd` and `ui`
+ * are read when the app is made.
  */
 export type Surfaces = {
   bus: EventBus;
@@ -47,6 +51,10 @@ export type Surfaces = {
   video?: Hono;
   /** Why the video routes are off (e.g. no keys on a non-loopback host). */
   videoDisabled?: string;
+  /** The prefill side of the prefill/decode split (`--pd-config` with role prefill). */
+  pd?: Hono;
+  /** The web UI, served under `/ui/`. */
+  ui?: { assets: UiAssets; options: UiRouteOptions };
 };
 
 export function newSurfaces(opts: FanoutOptions = {}): Surfaces {
@@ -54,20 +62,25 @@ export function newSurfaces(opts: FanoutOptions = {}): Surfaces {
   return { bus, fanout: createFanout(bus, opts) };
 }
 
-const googleError = (c: Context, code: 403 | 404 | 500 | 503, status: string, message: string) =>
-  c.json({ error: { code, message, status } }, code);
-
 /** Paths that stay open when `--api-key` is set (the split's route checks its own token). */
 const OPEN_PATHS = new Set(["/health", "/v1/models", PD_PATH]);
 
-const isAnthropic = (c: Context) => c.req.path.startsWith("/v1/messages");
-const isGoogle = (c: Context) => c.req.path.startsWith("/v1beta/");
-const isAgentChannel = (c: Context) => c.req.path.startsWith("/api/") || c.req.path === "/ws";
 /** The web UI's static pages: open, so a browser can load them and then ask for the key. */
 const isUi = (c: Context) => c.req.path === "/ui" || c.req.path.startsWith("/ui/");
-/** Where a browser cannot set headers (WebSocket): the key may come as `?api_key=`. */
-const takesQueryKey = (c: Context) => c.req.path === "/ws";
 
+/** The agent channel's routes that a service behind `surfaces.sessions` answers. */
+const SESSION_PATHS = [
+  "/api/sessions",
+  "/api/sessions/*",
+  "/api/messages/*",
+  "/api/agents",
+  "/api/orchestrations",
+  "/api/orchestrations/*",
+  "/api/memory",
+  "/api/memory/*",
+];
+
+/** The route table: every path the server answers is mounted here. */
 export function createApp(state: ServerState, surfaces: Surfaces = newSurfaces()): Hono {
   const app = new Hono();
   app.use("*", async (c, next) => {
@@ -80,18 +93,19 @@ export function createApp(state: ServerState, surfaces: Surfaces = newSurfaces()
     );
   });
   app.use("*", ignoredFieldsHeader);
-  app.use("*", async (c, next) => {
-    // The video API checks its own keys (`x-goog-api-key`), in Google's error envelope.
-    if (!state.apiKey || OPEN_PATHS.has(c.req.path) || isGoogle(c) || isUi(c)) return await next();
-    const bearer = c.req.header("authorization")?.match(/^Bearer\s+(.+)$/i)?.[1];
-    const key = bearer ?? c.req.header("x-api-key") ??
-      (takesQueryKey(c) ? c.req.query("api_key") : undefined);
-    if (key === state.apiKey) return await next();
-    const message = key ? "Incorrect API key provided." : "Missing API key.";
-    if (isAnthropic(c)) return anthropicError(401, "authentication_error", message);
-    if (isAgentChannel(c)) return c.json({ error: "UNAUTHORIZED", message }, 401);
-    return openaiError(c, 401, message, { type: "authentication_error", code: "invalid_api_key" });
-  });
+  app.use(
+    "*",
+    apiKeyGuard({
+      key: state.apiKey,
+      // The video API checks its own keys (`x-goog-api-key`), in Google's error envelope.
+      open: (c) => OPEN_PATHS.has(c.req.path) || surfaceOf(c.req.path) === "google" || isUi(c),
+      // Where a browser cannot set headers (WebSocket): the key may come as `?api_key=`.
+      queryKey: (c) => c.req.path === "/ws",
+      deny: (c, message) => surfaceError(c, 401, message),
+    }),
+  );
+
+  // The agent event channel, its sessions and the video operations.
   app.route("/", eventRoutes(surfaces.bus, { fanout: surfaces.fanout, retryMs: surfaces.retryMs }));
   const { stats } = surfaces.fanout;
   state.channel = () => ({
@@ -105,40 +119,29 @@ export function createApp(state: ServerState, surfaces: Surfaces = newSurfaces()
       error: "AGENTS_NOT_CONFIGURED",
       message: "no agents are configured: start the server with --agents-config FILE",
     }, 404);
-  app.all("/api/sessions", sessions);
-  app.all("/api/sessions/*", sessions);
-  app.all("/api/messages/*", sessions);
-  app.all("/api/agents", sessions);
-  app.all("/api/orchestrations", sessions);
-  app.all("/api/orchestrations/*", sessions);
-  app.all("/api/memory", sessions);
-  app.all("/api/memory/*", sessions);
+  for (const path of SESSION_PATHS) app.all(path, sessions);
   app.all("/v1beta/*", (c) => {
     if (surfaces.video) return surfaces.video.fetch(c.req.raw, c.env);
-    if (surfaces.videoDisabled) {
-      return googleError(c, 403, "PERMISSION_DENIED", surfaces.videoDisabled);
-    }
-    return googleError(c, 503, "UNAVAILABLE", "the video service is starting; retry shortly");
+    if (surfaces.videoDisabled) return surfaceError(c, 403, surfaces.videoDisabled);
+    return surfaceError(c, 503, "the video service is starting; retry shortly");
   });
+
+  // Inference: health and metrics, vLLM's tokenizer, OpenAI, Anthropic.
   app.route("/", opsRoutes(state));
   app.route("/", tokenRoutes(state));
   app.route("/", openaiRoutes(state));
+  app.route("/", chatCompletionsRoutes(state));
   app.route("/", embeddingsRoutes(state, { threads: state.threads }));
   app.route("/", anthropicRoutes(state));
   app.route("/", responsesRoutes(state));
-  app.notFound((c) => {
-    const message = `no route for ${c.req.method} ${c.req.path}`;
-    if (isAnthropic(c)) return anthropicError(404, "not_found_error", message);
-    if (isAgentChannel(c)) return c.json({ error: "NOT_FOUND", message }, 404);
-    return openaiError(c, 404, message, { type: "not_found_error" });
-  });
+  if (surfaces.pd) app.route("/", surfaces.pd);
+
+  if (surfaces.ui) mountUi(app, surfaces.ui.assets, surfaces.ui.options);
+
+  app.notFound((c) => surfaceError(c, 404, `no route for ${c.req.method} ${c.req.path}`));
   app.onError((err, c) => {
     console.error(`hearth: ${c.req.method} ${c.req.path} failed:`, err);
-    const message = `internal error: ${err.message}`;
-    if (isAnthropic(c)) return anthropicError(500, "api_error", message);
-    if (isGoogle(c)) return googleError(c, 500, "INTERNAL", message);
-    if (isAgentChannel(c)) return c.json({ error: "INTERNAL", message }, 500);
-    return openaiError(c, 500, message);
+    return surfaceError(c, 500, `internal error: ${err.message}`);
   });
   return app;
 }

@@ -18,6 +18,7 @@ import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { z } from "zod";
 import { noteIgnored } from "./ignored.ts";
+import type { TurnError } from "../lib/chat/turn.ts";
 
 export type OpenAIErrorType =
   | "invalid_request_error"
@@ -115,4 +116,105 @@ export function anthropicError(
   headers: Record<string, string> = {},
 ): Response {
   return Response.json({ type: "error", error: { type, message } }, { status, headers });
+}
+
+/**
+ * A turn that did not start, in OpenAI's shape: a full queue is a 503 with Retry-After, a model
+ * still loading a 503 `loading`, the rest 400s naming the field (`promptParam` when the turn
+ * named none: `messages`, `input`).
+ */
+export function openaiTurnError(c: Context, e: TurnError, promptParam: string): Response {
+  switch (e.kind) {
+    case "loading":
+      return openaiError(c, 503, e.message, { code: "loading" });
+    case "no_template":
+      return openaiError(c, 400, `${e.message}; use /v1/completions`, { param: promptParam });
+    case "overloaded": {
+      const res = openaiError(c, 503, e.message, { type: "overloaded_error", param: null });
+      res.headers.set("retry-after", "1");
+      return res;
+    }
+    case "invalid_request":
+      return openaiError(c, 400, e.message, { param: e.param ?? promptParam });
+  }
+}
+
+/** A turn that did not start, in Anthropic's shape (its 529 for a full queue or a loading model). */
+export function anthropicTurnError(e: TurnError): Response {
+  switch (e.kind) {
+    case "loading":
+    case "overloaded":
+      return anthropicError(529, "overloaded_error", e.message, { "retry-after": "1" });
+    case "no_template":
+      return anthropicError(
+        400,
+        "invalid_request_error",
+        `${e.message}; start the server with --chat-template FILE`,
+      );
+    case "invalid_request":
+      return anthropicError(400, "invalid_request_error", e.message);
+  }
+}
+
+/** Which API a path belongs to, for errors in that API's own shape. */
+export type Surface = "openai" | "anthropic" | "google" | "agents";
+
+export function surfaceOf(path: string): Surface {
+  if (path.startsWith("/v1/messages")) return "anthropic";
+  if (path.startsWith("/v1beta/")) return "google";
+  if (path.startsWith("/api/") || path === "/ws") return "agents";
+  return "openai";
+}
+
+const GOOGLE_STATUS: Record<number, string> = {
+  401: "UNAUTHENTICATED",
+  403: "PERMISSION_DENIED",
+  404: "NOT_FOUND",
+  500: "INTERNAL",
+  503: "UNAVAILABLE",
+};
+
+const AGENT_CODES: Record<number, string> = {
+  401: "UNAUTHORIZED",
+  403: "FORBIDDEN",
+  404: "NOT_FOUND",
+  500: "INTERNAL",
+  503: "UNAVAILABLE",
+};
+
+/**
+ * The app-level errors (no key, no route, video off or starting, an uncaught failure) in the
+ * shape of the API the path belongs to.
+ */
+export function surfaceError(
+  c: Context,
+  status: 401 | 403 | 404 | 500 | 503,
+  message: string,
+): Response {
+  switch (surfaceOf(c.req.path)) {
+    case "anthropic":
+      return anthropicError(
+        status,
+        status === 401
+          ? "authentication_error"
+          : status === 403
+          ? "permission_error"
+          : status === 404
+          ? "not_found_error"
+          : status === 503
+          ? "overloaded_error"
+          : "api_error",
+        message,
+      );
+    case "google":
+      return c.json({ error: { code: status, message, status: GOOGLE_STATUS[status] } }, status);
+    case "agents":
+      return c.json({ error: AGENT_CODES[status], message }, status);
+    case "openai":
+      return status === 401
+        ? openaiError(c, 401, message, { type: "authentication_error", code: "invalid_api_key" })
+        : status === 404
+        ? openaiError(c, 404, message, { type: "not_found_error" })
+        : openaiError(c, status, message);
+  }
 }

@@ -30,6 +30,7 @@
  */
 import { type Context, Hono } from "hono";
 import type { BusEvent, EventBus } from "../lib/events/bus.ts";
+import { flushTicker, SSE_HEADERS, sseStream, type SseWriter } from "./sse.ts";
 import {
   createFanout,
   type Fanout,
@@ -58,14 +59,6 @@ export type EventRouteOptions = FanoutOptions & {
 
 export const DEFAULT_RETRY_MS = 3000;
 export const DEFAULT_COALESCE_MS = 10;
-
-const SSE_HEADERS: Record<string, string> = {
-  "content-type": "text/event-stream; charset=utf-8",
-  // `no-transform` also keeps Deno.serve from gzipping the stream, which would hold events back.
-  "cache-control": "no-cache, no-transform",
-  "x-accel-buffering": "no",
-  "connection": "keep-alive",
-};
 
 const encoder = new TextEncoder();
 const SSE_PING = encoder.encode(`: ping\n\ndata: ${PING_DATA}\n\n`);
@@ -98,44 +91,6 @@ function cachedFrames<T>(frame: (e: BusEvent) => T): (e: BusEvent) => T {
 /** A bus event's JSON with its id appended (appended last, so the bus id is the one read). */
 export function wsFrame(e: BusEvent): string {
   return `${e.data.slice(0, -1)},"id":${e.id}}`;
-}
-
-/**
- * One timer for all SSE streams of a router: a stream that wrote too recently leaves its flush
- * here, and one tick runs every such flush (no timer per stream, none while nothing waits).
- */
-function flushTicker(ms: number) {
-  const due = new Set<() => void>();
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const run = () => {
-    timer = undefined;
-    const fns = [...due];
-    due.clear();
-    for (const f of fns) f();
-  };
-  return {
-    later(f: () => void) {
-      due.add(f);
-      timer ??= setTimeout(run, ms);
-    },
-    cancel(f: () => void) {
-      due.delete(f);
-      if (due.size === 0 && timer !== undefined) {
-        clearTimeout(timer);
-        timer = undefined;
-      }
-    },
-  };
-}
-
-function concat(parts: Uint8Array[], total: number): Uint8Array {
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
 }
 
 function capacityError(c: Context): Response {
@@ -192,70 +147,36 @@ export function eventRoutes(bus: EventBus, opts: EventRouteOptions = {}): Hono {
 
   app.get("/api/events", (c) => {
     // Hono answers HEAD through the GET handler and throws the body away: no listener for it.
-    if (c.req.method === "HEAD") return new Response(null, { headers: SSE_HEADERS });
-    // Frames wait in `parts` until the response writer asks for more, and then go out as one
+    if (c.req.method === "HEAD") {
+      return new Response(null, { headers: { ...SSE_HEADERS, connection: "keep-alive" } });
+    }
+    // Frames wait in the writer until the response asks for more, and then go out as one
     // chunk: at once if the last chunk left `coalesceMs` ago or more, else at the next tick.
     // Each write costs the server (and each read the client) far more than framing an event,
-    // so under load (many listeners, fast publishing, a lagging writer) events batch up.
-    let controller: ReadableStreamDefaultController<Uint8Array> | undefined;
-    let parts: Uint8Array[] = [hello];
-    let partsBytes = hello.length;
-    let reading = false;
-    let lastFlush = -Infinity;
-    const flush = () => {
-      const chunk = parts.length === 1 ? parts[0] : concat(parts, partsBytes);
-      parts = [];
-      partsBytes = 0;
-      reading = false;
-      lastFlush = performance.now();
-      controller!.enqueue(chunk);
-    };
-    const flushLater = () => {
-      if (reading && parts.length) flush();
-    };
-    const offer = () => {
-      if (performance.now() - lastFlush >= coalesceMs) flush();
-      else ticker.later(flushLater);
-    };
+    // so under load (many listeners, fast publishing, a lagging writer) events batch up. The
+    // fan-out enforces the byte cap itself (it owns the listener), so the writer has none.
+    let writer: SseWriter | undefined;
     const outlet: Outlet = {
-      send: (m) => {
-        const bytes = sseBytes(m);
-        parts.push(bytes);
-        partsBytes += bytes.length;
-        if (reading) offer();
-      },
-      // Only a pending read is ever handed a chunk, so the stream's own queue stays empty;
-      // -desiredSize (zero high-water mark: the bytes queued) is counted in case it is not.
-      backlog: () => partsBytes + Math.max(0, -(controller?.desiredSize ?? 0)),
-      end: (dropped) => {
-        ticker.cancel(flushLater);
-        if (dropped) {
-          parts = [];
-          partsBytes = 0;
-          controller?.error(droppedError());
-          return;
-        }
-        if (parts.length) flush();
-        controller?.close();
-      },
+      send: (m) => writer!.write(sseBytes(m)),
+      backlog: () => writer?.backlog() ?? 0,
+      end: (dropped) => dropped ? writer?.drop(droppedError()) : writer?.end(),
     };
     const sub = fan.open(outlet, { cursor: cursorOf(c), ready: false });
     if (!sub) return capacityError(c);
-    const body = new ReadableStream<Uint8Array>({
-      start(ctl) {
-        controller = ctl;
+    const stream = sseStream({
+      coalesceMs,
+      ticker,
+      headers: { connection: "keep-alive" },
+      onStart: (w) => {
+        writer = w;
+        w.write(hello);
         sub.ready();
       },
-      pull() {
-        reading = true;
-        if (parts.length) offer();
+      onClose: (why) => {
+        if (why === "client") sub.close();
       },
-      cancel() {
-        ticker.cancel(flushLater);
-        sub.close();
-      },
-    }, new ByteLengthQueuingStrategy({ highWaterMark: 0 }));
-    return new Response(body, { headers: SSE_HEADERS });
+    });
+    return stream.response;
   });
 
   app.get("/ws", (c) => {

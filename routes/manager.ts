@@ -18,13 +18,19 @@
  * @module
  */
 import { Hono } from "hono";
+import { sseStream, type SseWriter } from "./sse.ts";
+import { apiKeyGuard } from "./auth.ts";
 import type { WorkerWatcher } from "../lib/manager/instances.ts";
 import { loadUiAssets, MANAGER_PAGES, uiRoutes } from "./ui.ts";
 
 export type ManagerRouteOptions = {
   /** Protects every route but `/health` and the page. */
   apiKey?: string;
+  /** Bytes an event-stream client may fall behind before it is dropped (default 1 MiB). */
+  bufferLimit?: number;
 };
+
+const DEFAULT_MANAGER_BUFFER_LIMIT = 1024 * 1024;
 
 /** The longest a change waits before the event stream sends the new snapshot. */
 export const EVENTS_COALESCE_MS = 100;
@@ -55,68 +61,52 @@ export function managerRoutes(
   const streams = new Set<() => void>();
   let closing = false;
 
-  app.use("*", async (c, next) => {
-    if (!opts.apiKey || c.req.path === "/health") return await next();
-    if ((c.req.method === "GET" || c.req.method === "HEAD") && isUiPath(c.req.path)) {
-      return await next();
-    }
-    const bearer = c.req.header("authorization")?.match(/^Bearer\s+(.+)$/i)?.[1];
-    const key = bearer ?? c.req.header("x-api-key");
-    if (key === opts.apiKey) return await next();
-    return c.json(
-      { error: "UNAUTHORIZED", message: key ? "Incorrect API key provided." : "Missing API key." },
-      401,
-    );
-  });
+  app.use(
+    "*",
+    apiKeyGuard({
+      key: opts.apiKey,
+      open: (c) =>
+        c.req.path === "/health" ||
+        ((c.req.method === "GET" || c.req.method === "HEAD") && isUiPath(c.req.path)),
+      deny: (c, message) => c.json({ error: "UNAUTHORIZED", message }, 401),
+    }),
+  );
   app.get("/health", (c) => c.json({ status: "ok", workers: watchers.length }));
   app.get("/api/manager/instances", (c) => c.json(document()));
   app.get("/api/manager/events", (c) => {
     if (closing) {
       return c.json({ error: "SHUTTING_DOWN", message: "the manager is shutting down" }, 503);
     }
-    const enc = new TextEncoder();
-    let end = () => {};
-    const body = new ReadableStream<Uint8Array>({
-      start(ctrl) {
-        let timer: ReturnType<typeof setTimeout> | undefined;
-        const send = (text: string) => {
-          try {
-            ctrl.enqueue(enc.encode(text));
-          } catch {
-            end();
-          }
-        };
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let ping: ReturnType<typeof setInterval> | undefined;
+    let unsubscribe: (() => void)[] = [];
+    let writer: SseWriter | undefined;
+    const end = () => writer?.end();
+    const { response } = sseStream({
+      bufferLimit: opts.bufferLimit ?? DEFAULT_MANAGER_BUFFER_LIMIT,
+      onStart: (w) => {
+        writer = w;
         const flush = () => {
           timer = undefined;
-          send(`data: ${JSON.stringify(document())}\n\n`);
+          w.write(`data: ${JSON.stringify(document())}\n\n`);
         };
         const onChange = () => {
           timer ??= setTimeout(flush, EVENTS_COALESCE_MS);
         };
-        const unsubscribe = watchers.map((w) => w.subscribe(onChange));
-        const ping = setInterval(() => send(": ping\n\n"), PING_MS);
-        end = () => {
-          if (!streams.delete(end)) return;
-          clearTimeout(timer);
-          clearInterval(ping);
-          for (const u of unsubscribe) u();
-          try {
-            ctrl.close();
-          } catch { /* the client is gone */ }
-        };
+        unsubscribe = watchers.map((x) => x.subscribe(onChange));
+        ping = setInterval(() => w.write(": ping\n\n"), PING_MS);
         streams.add(end);
-        send(": connected\n\n");
+        w.write(": connected\n\n");
         flush();
       },
-      cancel: () => end(),
-    });
-    return new Response(body, {
-      headers: {
-        "content-type": "text/event-stream; charset=utf-8",
-        "cache-control": "no-cache",
-        "x-accel-buffering": "no",
+      onClose: () => {
+        streams.delete(end);
+        clearTimeout(timer);
+        clearInterval(ping);
+        for (const u of unsubscribe) u();
       },
     });
+    return response;
   });
   app.on(["GET", "HEAD"], [...PAGE_PATHS, "/assets/*"], async (c) => {
     return (await uiApp()).fetch(c.req.raw);

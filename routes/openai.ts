@@ -38,7 +38,6 @@ import {
 } from "./openai_common.ts";
 import { checkGrammar } from "../lib/engine/constrained.ts";
 import { sseResponse } from "./sse.ts";
-import { chatCompletionsRoutes } from "./openai_chat.ts";
 
 const tokenIds = z.array(z.number().int("token ids must be integers")).min(1);
 
@@ -93,7 +92,6 @@ export function openaiRoutes(state: ServerState): Hono {
     return await complete(c, state, b);
   });
 
-  app.route("/", chatCompletionsRoutes(state));
   return app;
 }
 

@@ -1,6 +1,7 @@
 /**
  * `POST /v1/chat/completions`: parse and validate, map to the shared conversation
- * (`lib/chat/openai_chat.ts`), run one engine job per `n` choice, and shape the reply as a
+ * (`lib/chat/openai_chat.ts`), run the chat turn (`lib/chat/turn.ts`: one engine job per `n`
+ * choice, MCP tools executed server-side), and shape the reply as a
  * `chat.completion` or as `chat.completion.chunk`s (content, `reasoning_content` and
  * `tool_calls` deltas) ending in `[DONE]`.
  *
@@ -13,26 +14,26 @@
  */
 import { type Context, Hono } from "hono";
 import { z } from "zod";
-import { isChatInputError } from "../lib/chat/conversation.ts";
-import {
-  type ChatEvent,
-  type ChatPlan,
-  chatReply,
-  checkTools,
-  collectReply,
-  planChat,
-} from "../lib/chat/generation.ts";
+import { type ChatEvent, collectReply } from "../lib/chat/generation.ts";
 import { chatLogprobs, type TokenLogprob } from "../lib/chat/logprobs.ts";
-import { chatCompletionsConversation, chatDelta, chatMessage } from "../lib/chat/openai_chat.ts";
-import { isRefusal } from "../lib/engine/scheduler.ts";
+import { mcpToolEntries } from "../lib/chat/mcp_attach.ts";
+import {
+  chatCompletionsConversation,
+  chatDelta,
+  chatMessage,
+  recordSteps,
+  type ToolStep,
+  toolStep,
+} from "../lib/chat/openai_chat.ts";
+import type { LoopEvent } from "../lib/chat/tool_loop.ts";
+import { planTurn, startTurn, turnError, turnReady } from "../lib/chat/turn.ts";
 import type { ServerState } from "./state.ts";
-import { openaiError, parseBody } from "./errors.ts";
+import { openaiError, openaiTurnError, parseBody } from "./errors.ts";
 import { noteIgnored } from "./ignored.ts";
 import {
-  chatNotReady,
   generationFields,
   merge,
-  refusalError,
+  modelNotFound,
   requestedGrammar,
   stopList,
   streamErrorPayload,
@@ -40,17 +41,6 @@ import {
   toSampling,
 } from "./openai_common.ts";
 import { sseResponse } from "./sse.ts";
-import {
-  attachToConversation,
-  type McpRequest,
-  mcpToolEntries,
-  recordSteps,
-  serverToolLoop,
-  type ToolStep,
-  toolStep,
-} from "./mcp.ts";
-import { isMcpAttachError } from "../lib/chat/mcp_attach.ts";
-import type { LoopEvent } from "../lib/chat/tool_loop.ts";
 
 const part = z.looseObject({ type: z.string() });
 const content = z.union([z.string(), z.array(part)]).nullable().optional();
@@ -124,70 +114,53 @@ function badField(b: ChatBody): { message: string; param: string } | undefined {
 async function chat(c: Context, state: ServerState, b: ChatBody): Promise<Response> {
   const bad = badField(b);
   if (bad) return openaiError(c, 400, bad.message, { param: bad.param });
-  const notReady = chatNotReady(c, state, b.model, "messages");
-  if (notReady) return notReady;
-  const engine = state.engine!;
+  if (b.model != null && b.model !== state.modelId) return modelNotFound(c, b.model);
+  const notReady = turnReady(state);
+  if (notReady) return openaiTurnError(c, notReady, "messages");
   const constraint = requestedGrammar(b);
   if ("error" in constraint) {
     return openaiError(c, 400, constraint.error, { param: constraint.param });
   }
 
-  let plan: ChatPlan;
-  let mcp: McpRequest | undefined;
   const extra: Record<string, unknown> = { ...b.chat_template_kwargs };
   if (b.reasoning_effort != null) extra.reasoning_effort = b.reasoning_effort;
-  const genOpts = {
-    maxTokens: b.max_completion_tokens ?? b.max_tokens ?? undefined,
-    sampling: toSampling(b),
-    stop: stopList(b),
-    ignoreEos: b.ignore_eos ?? false,
-    grammar: constraint.gbnf,
-    grammarParam: b.structured_outputs ? "structured_outputs" : "response_format",
-    ...(b.logprobs ? { logprobs: b.top_logprobs ?? 0 } : {}),
-  };
-  const renderOpts = { addGenerationPrompt: b.add_generation_prompt ?? true, extra };
+  const attach = mcpToolEntries(b.tools);
+  let mapped;
   try {
-    const wanted = mcpToolEntries(b.tools);
-    const { conv, ignored } = chatCompletionsConversation(
-      wanted.length ? { ...b, tools: b.tools!.filter((t) => t.type !== "mcp") } : b,
+    mapped = chatCompletionsConversation(
+      attach.length ? { ...b, tools: b.tools!.filter((t) => t.type !== "mcp") } : b,
     );
-    if (wanted.length) {
-      if ((b.n ?? 1) > 1) {
-        return openaiError(c, 400, "`n` above 1 cannot be combined with MCP tools", { param: "n" });
-      }
-      mcp = attachToConversation(state, conv, wanted, b.tool_choice == null);
-      noteIgnored(c, mcp.notes);
-    }
-    const checked = checkTools(conv.tools, (i) => `tools[${i}].function`);
-    conv.tools = checked.tools;
-    noteIgnored(c, [...ignored, ...checked.notes]);
-    plan = planChat(engine.model, state.template!, conv, genOpts, renderOpts);
-    if (mcp) mcp.conv = conv;
   } catch (e) {
-    if (isChatInputError(e) || isMcpAttachError(e)) {
-      return openaiError(c, 400, e.message, { param: e.param });
-    }
-    if (isRefusal(e)) return openaiError(c, 400, e.message, { param: "messages" });
-    throw e;
+    return openaiTurnError(c, turnError(e), "messages");
   }
-
-  const aborter = new AbortController();
-  const signal = AbortSignal.any([c.req.raw.signal, aborter.signal]);
-  const n = b.n ?? 1;
-  const replies: AsyncIterable<LoopEvent>[] = [];
-  try {
-    for (let k = 0; k < n; k++) {
-      const events = engine.submit({ ...plan.req, sampling: toSampling(b, k), signal });
-      const first = chatReply(events, plan, signal);
-      replies.push(
-        mcp ? serverToolLoop(state, first, mcp, genOpts, renderOpts, signal) : first,
-      );
-    }
-  } catch (e) {
-    aborter.abort();
-    if (isRefusal(e)) return refusalError(c, e, "messages");
-    throw e;
-  }
+  const planned = planTurn(state, {
+    conv: mapped.conv,
+    ignored: mapped.ignored,
+    mcp: attach,
+    toolChoiceGiven: b.tool_choice != null,
+    toolParam: (i) => `tools[${i}].function`,
+    promptParam: "messages",
+    choices: b.n ?? 1,
+    gen: {
+      maxTokens: b.max_completion_tokens ?? b.max_tokens ?? undefined,
+      sampling: toSampling(b),
+      stop: stopList(b),
+      ignoreEos: b.ignore_eos ?? false,
+      grammar: constraint.gbnf,
+      grammarParam: b.structured_outputs ? "structured_outputs" : "response_format",
+      ...(b.logprobs ? { logprobs: b.top_logprobs ?? 0 } : {}),
+    },
+    render: { addGenerationPrompt: b.add_generation_prompt ?? true, extra },
+  });
+  if (!planned.ok) return openaiTurnError(c, planned.error, "messages");
+  noteIgnored(c, planned.value.notes);
+  const started = startTurn(planned.value, {
+    signal: c.req.raw.signal,
+    sampling: (k) => toSampling(b, k),
+  });
+  if (!started.ok) return openaiTurnError(c, started.error, "messages");
+  const { replies, cancel } = started.value;
+  const mcp = planned.value.serverTools !== undefined;
 
   const base = {
     id: `chatcmpl-${crypto.randomUUID().replaceAll("-", "")}`,
@@ -198,15 +171,15 @@ async function chat(c: Context, state: ServerState, b: ChatBody): Promise<Respon
     state.chatLog?.({ route: c.req.path, request: b, response, status });
 
   if (b.stream) {
-    return sseResponse(streamChunks(replies, base, b, aborter, log), {
+    return sseResponse(streamChunks(replies, base, b, cancel, log), {
       bufferLimit: state.sseBufferLimit,
-      onCancel: () => aborter.abort(),
+      onCancel: cancel,
     });
   }
 
   const steps: ToolStep[][] = replies.map(() => []);
   const results = await Promise.all(replies.map((r, i) => collectReply(recordSteps(r, steps[i]))));
-  aborter.abort();
+  cancel();
   const failed = results.find((r) => r.error || !r.end);
   if (failed) {
     const why = failed.error ?? "the request was cancelled";
@@ -250,7 +223,7 @@ async function* streamChunks(
   replies: AsyncIterable<LoopEvent>[],
   base: Record<string, unknown>,
   b: ChatBody,
-  aborter: AbortController,
+  cancel: () => void,
   log: (response: unknown, status?: number) => void,
 ): AsyncGenerator<string> {
   const chunk = (
@@ -308,6 +281,6 @@ async function* streamChunks(
     log({ finish_reasons: ends.map((e) => e?.finishReason ?? null), usage: u });
     yield "[DONE]";
   } finally {
-    aborter.abort();
+    cancel();
   }
 }

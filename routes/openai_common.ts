@@ -15,7 +15,6 @@ import { defaultSampling, type Sampling } from "../lib/engine/sampling.ts";
 import { compileConstraint, isConstraintError, jsonObjectGbnf } from "../lib/constrain/mod.ts";
 import { openaiError } from "./errors.ts";
 import type { EngineRefusal } from "../lib/engine/scheduler.ts";
-import type { ServerState } from "./state.ts";
 
 const contentPart = z.looseObject({ type: z.string(), text: z.string().optional() });
 
@@ -81,26 +80,6 @@ export function refusalError(c: Context, e: EngineRefusal, param: string): Respo
   });
   if (busy) res.headers.set("retry-after", "1");
   return res;
-}
-
-/**
- * What every OpenAI-style chat route checks first: the model asked for is the one served, the
- * engine has loaded, and the model has a chat template. Undefined when all is well.
- */
-export function chatNotReady(
-  c: Context,
-  state: ServerState,
-  model: string | null | undefined,
-  param: string,
-): Response | undefined {
-  if (model != null && model !== state.modelId) return modelNotFound(c, model);
-  if (!state.engine) {
-    return openaiError(c, 503, "the model is still loading", { code: "loading" });
-  }
-  if (!state.template) {
-    return openaiError(c, 400, "the model has no chat template; use /v1/completions", { param });
-  }
-  return undefined;
 }
 
 /** `structured_outputs`: exactly one of the four keys (checked after parsing, to name them). */

@@ -15,15 +15,9 @@
 import { type Context, Hono } from "hono";
 import { z } from "zod";
 import { compileConstraint, isConstraintError, jsonObjectGbnf } from "../lib/constrain/mod.ts";
-import { chatInputError, isChatInputError } from "../lib/chat/conversation.ts";
-import {
-  type ChatEvent,
-  type ChatGenOptions,
-  type ChatPlan,
-  chatReply,
-  checkTools,
-  planChat,
-} from "../lib/chat/generation.ts";
+import { chatInputError } from "../lib/chat/conversation.ts";
+import type { ChatEvent } from "../lib/chat/generation.ts";
+import { mcpToolEntries } from "../lib/chat/mcp_attach.ts";
 import { createResponseStore, type ResponseStore } from "../lib/chat/response_store.ts";
 import {
   inputItems,
@@ -33,15 +27,13 @@ import {
   responsesConversation,
   responseSegments,
 } from "../lib/chat/responses.ts";
-import { isRefusal } from "../lib/engine/scheduler.ts";
-import type { ServerState } from "./state.ts";
-import { openaiError, parseBody } from "./errors.ts";
-import { noteIgnored } from "./ignored.ts";
-import { chatNotReady, refusalError, toSampling } from "./openai_common.ts";
-import { sseResponse } from "./sse.ts";
-import { attachToConversation, type McpRequest, mcpToolEntries, serverToolLoop } from "./mcp.ts";
-import { isMcpAttachError } from "../lib/chat/mcp_attach.ts";
 import { collectLoop, type LoopEvent } from "../lib/chat/tool_loop.ts";
+import { planTurn, startTurn, turnError, turnReady } from "../lib/chat/turn.ts";
+import type { ServerState } from "./state.ts";
+import { openaiError, openaiTurnError, parseBody } from "./errors.ts";
+import { noteIgnored } from "./ignored.ts";
+import { modelNotFound, toSampling } from "./openai_common.ts";
+import { sseResponse } from "./sse.ts";
 
 const item = z.looseObject({ type: z.string().optional() });
 
@@ -167,9 +159,9 @@ async function respond(
 ): Promise<Response> {
   const bad = refused(b);
   if (bad) return openaiError(c, 400, bad.message, { param: bad.param });
-  const notReady = chatNotReady(c, state, b.model, "input");
-  if (notReady) return notReady;
-  const engine = state.engine!;
+  if (b.model != null && b.model !== state.modelId) return modelNotFound(c, b.model);
+  const notReady = turnReady(state);
+  if (notReady) return openaiTurnError(c, notReady, "input");
 
   let earlier: ResponseItem[] = [];
   if (b.previous_response_id) {
@@ -178,55 +170,45 @@ async function respond(
     earlier = [...prev.items, ...((prev.response.output as ResponseItem[]) ?? [])];
   }
 
-  let plan: ChatPlan;
-  let mcp: McpRequest | undefined;
   const summary = b.reasoning?.summary != null && b.reasoning.summary !== "none";
   const extra: Record<string, unknown> = {};
   if (b.reasoning?.effort != null) extra.reasoning_effort = b.reasoning.effort;
-  const renderOpts = { addGenerationPrompt: true, extra };
-  let genOpts: ChatGenOptions;
+  const attach = mcpToolEntries(b.tools as { type: string }[] | undefined);
+  let mapped;
+  let grammar;
   try {
-    genOpts = {
-      maxTokens: b.max_output_tokens ?? undefined,
-      sampling: toSampling({ temperature: b.temperature, top_p: b.top_p }),
-      stop: [],
-      ignoreEos: false,
-      grammar: formatGrammar(b),
-      grammarParam: "text.format",
-    };
-    const wanted = mcpToolEntries(b.tools as { type: string }[] | undefined);
-    const { conv, ignored } = responsesConversation(
-      (wanted.length
+    grammar = formatGrammar(b);
+    mapped = responsesConversation(
+      (attach.length
         ? { ...b, tools: b.tools!.filter((t) => (t as { type?: string }).type !== "mcp") }
         : b) as Parameters<typeof responsesConversation>[0],
       earlier,
     );
-    if (wanted.length) {
-      mcp = attachToConversation(state, conv, wanted, b.tool_choice == null);
-      noteIgnored(c, mcp.notes);
-    }
-    const checked = checkTools(conv.tools, (i) => `tools[${i}]`);
-    conv.tools = checked.tools;
-    noteIgnored(c, [...ignored, ...checked.notes]);
-    plan = planChat(engine.model, state.template!, conv, genOpts, renderOpts);
-    if (mcp) mcp.conv = conv;
   } catch (e) {
-    if (isChatInputError(e) || isMcpAttachError(e)) {
-      return openaiError(c, 400, e.message, { param: e.param });
-    }
-    if (isRefusal(e)) return openaiError(c, 400, e.message, { param: "input" });
-    throw e;
+    return openaiTurnError(c, turnError(e, "input"), "input");
   }
-
-  let reply: AsyncGenerator<LoopEvent>;
-  try {
-    const signal = c.req.raw.signal;
-    const first = chatReply(engine.submit({ ...plan.req, signal }), plan, signal);
-    reply = mcp ? serverToolLoop(state, first, mcp, genOpts, renderOpts, signal) : first;
-  } catch (e) {
-    if (!isRefusal(e)) throw e;
-    return refusalError(c, e, "input");
-  }
+  const planned = planTurn(state, {
+    conv: mapped.conv,
+    ignored: mapped.ignored,
+    mcp: attach,
+    toolChoiceGiven: b.tool_choice != null,
+    toolParam: (i) => `tools[${i}]`,
+    promptParam: "input",
+    gen: {
+      maxTokens: b.max_output_tokens ?? undefined,
+      sampling: toSampling({ temperature: b.temperature, top_p: b.top_p }),
+      stop: [],
+      ignoreEos: false,
+      grammar,
+      grammarParam: "text.format",
+    },
+    render: { addGenerationPrompt: true, extra },
+  });
+  if (!planned.ok) return openaiTurnError(c, planned.error, "input");
+  noteIgnored(c, planned.value.notes);
+  const started = startTurn(planned.value, { signal: c.req.raw.signal });
+  if (!started.ok) return openaiTurnError(c, started.error, "input");
+  const reply = started.value.replies[0];
 
   const stored = b.store ?? true;
   const thread = [...earlier, ...inputItems(b.input)];

@@ -2,7 +2,9 @@
  * vLLM's `/tokenize` and `/detokenize`. `/tokenize` takes `{prompt}` (BOS added unless
  * `add_special_tokens: false`) or `{messages}` rendered through the chat template (where the
  * template itself writes BOS, so `add_special_tokens` defaults to false) and answers
- * `{tokens, count, max_model_len}`; `/detokenize` takes `{tokens}` and answers `{prompt}`.
+ * `{tokens, count, max_model_len}` (`{messages}` renders through the chat turn's own path,
+ * `lib/chat/turn.ts`, so the count is what a chat request would prompt with;
+ * `continue_final_message` leaves the last assistant message open, as a prefill); `/detokenize` takes `{tokens}` and answers `{prompt}`.
  *
  * @example
  * ```ts
@@ -13,7 +15,9 @@
  */
 import { Hono } from "hono";
 import { z } from "zod";
-import { chatPromptText } from "../lib/chat/prompt.ts";
+import { chatCompletionsConversation } from "../lib/chat/openai_chat.ts";
+import { type ChatTurn, planTurn, turnError, type TurnResult } from "../lib/chat/turn.ts";
+import { defaultSampling } from "../lib/engine/sampling.ts";
 import { isRefusal } from "../lib/engine/scheduler.ts";
 import type { ServerState } from "./state.ts";
 import {
@@ -22,7 +26,7 @@ import {
   tokenizeText,
   tokenStrings,
 } from "../lib/engine/tokens.ts";
-import { openaiError, parseBody } from "./errors.ts";
+import { openaiError, openaiTurnError, parseBody } from "./errors.ts";
 import { messageSchema, modelNotFound } from "./openai_common.ts";
 
 const tokenizeSchema = z.strictObject({
@@ -55,30 +59,18 @@ export function tokenRoutes(state: ServerState): Hono {
     if (!engine) return openaiError(c, 503, "the model is still loading");
     if (b.model !== undefined && b.model !== state.modelId) return modelNotFound(c, b.model);
     const m = engine.model;
-    let text: string;
-    let addSpecial: boolean;
+    let tokens: number[];
     if (b.messages) {
-      if (!state.template) {
-        return openaiError(c, 400, "the model has no chat template; use `prompt`", {
-          param: "messages",
-        });
-      }
-      try {
-        text = chatPromptText(state.template, specialSpellings(m), b.messages, {
-          addGenerationPrompt: b.add_generation_prompt ?? true,
-          extra: b.chat_template_kwargs,
-        });
-      } catch (e) {
-        return openaiError(c, 400, `chat template failed: ${(e as Error).message}`, {
-          param: "messages",
-        });
-      }
-      addSpecial = b.add_special_tokens ?? false;
-    } else {
-      text = b.prompt!;
-      addSpecial = b.add_special_tokens ?? true;
-    }
-    const tokens = tokenizeText(m, text, addSpecial);
+      // The chat turn's own rendering, so this count is the prompt a chat request would get.
+      const planned = messagesTurn(b.messages, {
+        addGenerationPrompt: b.add_generation_prompt ?? true,
+        prefill: b.continue_final_message ?? false,
+        extra: b.chat_template_kwargs,
+      });
+      if (!planned.ok) return openaiTurnError(c, planned.error, "messages");
+      const plan = planned.value.plan;
+      tokens = b.add_special_tokens ? tokenizeText(m, plan.text, true) : plan.prompt;
+    } else tokens = tokenizeText(m, b.prompt!, b.add_special_tokens ?? true);
     return c.json({
       tokens,
       count: tokens.length,
@@ -86,6 +78,26 @@ export function tokenRoutes(state: ServerState): Hono {
       ...(b.return_token_strs ? { token_strs: tokenStrings(m, tokens) } : {}),
     });
   });
+
+  function messagesTurn(
+    messages: z.output<typeof messageSchema>[],
+    render: { addGenerationPrompt: boolean; prefill: boolean; extra?: Record<string, unknown> },
+  ): TurnResult<ChatTurn> {
+    let conv;
+    try {
+      conv = chatCompletionsConversation({ messages }).conv;
+    } catch (e) {
+      return { ok: false, error: turnError(e, "messages") };
+    }
+    return planTurn(state, {
+      conv,
+      toolChoiceGiven: false,
+      toolParam: (i) => `tools[${i}]`,
+      promptParam: "messages",
+      gen: { sampling: defaultSampling(), stop: [], ignoreEos: false },
+      render,
+    });
+  }
 
   app.post("/detokenize", async (c) => {
     const body = await parseBody(c, detokenizeSchema);

@@ -29,7 +29,7 @@ import {
   type ToolFamily,
   type ToolFormat,
 } from "../lib/chat/formats/mod.ts";
-import { newLazyGrammarSampler, triggerTokenIds } from "../lib/chat/formats/lazy_sampler.ts";
+import { newLazyGrammarSampler, triggerTokenIds } from "../lib/engine/lazy_grammar.ts";
 import { textWithout, VALUE_END } from "../lib/chat/formats/qwen3_coder.ts";
 import { isConstraintError } from "../lib/constrain/error.ts";
 import { newGrammar, render } from "../lib/constrain/gbnf.ts";

@@ -29,7 +29,7 @@ import {
   type ToolSpec,
 } from "./conversation.ts";
 import { detectToolFormat, type ToolFormat } from "./formats/mod.ts";
-import { triggerTokenIds } from "./formats/lazy_sampler.ts";
+import { triggerTokenIds } from "../engine/lazy_grammar.ts";
 import { endsInsideReasoning, newReasoningSplitter } from "./reasoning.ts";
 import { renderConversation, type RenderOptions } from "./render.ts";
 import type { CompiledTemplate } from "./template.ts";
@@ -49,6 +49,8 @@ export type ChatGenOptions = {
 
 export type ChatPlan = {
   prompt: number[];
+  /** The rendered prompt text the tokens came from. */
+  text: string;
   req: GenRequest;
   format: ToolFormat;
   /** The generation prompt left a reasoning block open (the reply starts inside it). */
@@ -205,6 +207,7 @@ export function planChat(
     : false;
   return {
     prompt,
+    text: rendered.text,
     format,
     reasoningOpen,
     tools: conv.tools,

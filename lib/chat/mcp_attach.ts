@@ -35,6 +35,50 @@ export function isMcpAttachError(e: unknown): e is McpAttachError {
   return e instanceof Error && (e as Partial<McpAttachError>).mcpAttach === true;
 }
 
+function stringList(v: unknown): string[] | undefined {
+  if (Array.isArray(v)) return v.filter((x): x is string => typeof x === "string");
+  // The Responses API also takes `{tool_names: [...]}`.
+  if (v && typeof v === "object" && Array.isArray((v as { tool_names?: unknown }).tool_names)) {
+    return stringList((v as { tool_names: unknown }).tool_names);
+  }
+  return undefined;
+}
+
+/** `tools` entries of type `mcp` (Chat Completions, Responses) as attachments. */
+export function mcpToolEntries(
+  tools: readonly { type: string; [k: string]: unknown }[] | null | undefined,
+): McpAttachment[] {
+  const out: McpAttachment[] = [];
+  (tools ?? []).forEach((t, i) => {
+    if (t.type !== "mcp") return;
+    const allowed = stringList(t.allowed_tools);
+    out.push({
+      server: typeof t.server_label === "string" ? t.server_label : "",
+      ...(allowed ? { allowedTools: allowed } : {}),
+      param: `tools[${i}].server_label`,
+    });
+  });
+  return out;
+}
+
+/** Anthropic `mcp_servers` entries as attachments (`tool_configuration` honoured). */
+export function anthropicMcpServers(
+  servers: readonly Record<string, unknown>[] | undefined,
+): McpAttachment[] {
+  return (servers ?? []).flatMap((s, i) => {
+    const config = s.tool_configuration as
+      | { enabled?: unknown; allowed_tools?: unknown }
+      | undefined;
+    if (config?.enabled === false) return [];
+    const allowed = stringList(config?.allowed_tools);
+    return [{
+      server: typeof s.name === "string" ? s.name : "",
+      ...(allowed ? { allowedTools: allowed } : {}),
+      param: `mcp_servers[${i}].name`,
+    }];
+  });
+}
+
 /** Round limit of the server-side loop: calls, results, and a last round that must answer. */
 export const MAX_TOOL_ROUNDS = 8;
 

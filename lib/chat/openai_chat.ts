@@ -23,6 +23,7 @@ import {
   type Turn,
 } from "./conversation.ts";
 import type { ChatEvent, CollectedReply } from "./generation.ts";
+import type { LoopEvent, StepResult } from "./tool_loop.ts";
 
 export type OpenAIPart = { type: string; text?: unknown; [k: string]: unknown };
 export type OpenAIMessage = {
@@ -229,5 +230,39 @@ export function chatDelta(ev: ChatEvent): Record<string, unknown> | undefined {
         : undefined;
     default:
       return undefined;
+  }
+}
+
+/** One executed step as Chat Completions shows it (`message.hearth_tool_steps[]`). */
+export type ToolStep = {
+  id: string;
+  type: "mcp";
+  server_label: string;
+  name: string;
+  arguments: string;
+  output: string;
+  is_error: boolean;
+};
+
+export function toolStep(r: StepResult): ToolStep {
+  return {
+    id: r.id,
+    type: "mcp",
+    server_label: r.server,
+    name: r.tool,
+    arguments: r.arguments,
+    output: r.content,
+    is_error: r.isError,
+  };
+}
+
+/** Passes the reply events through, keeping each executed step in `steps` (non-streaming). */
+export async function* recordSteps(
+  events: AsyncIterable<LoopEvent>,
+  steps: ToolStep[],
+): AsyncGenerator<ChatEvent> {
+  for await (const ev of events) {
+    if (ev.type === "server_tool_result") steps.push(toolStep(ev));
+    else if (ev.type !== "server_tool_call") yield ev;
   }
 }

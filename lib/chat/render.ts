@@ -27,7 +27,9 @@ import {
 } from "./conversation.ts";
 import type { ToolFormat } from "./formats/mod.ts";
 import { type ChatMessage, type CompiledTemplate, renderChat } from "./template.ts";
-import type { SpecialSpellings } from "./prompt.ts";
+
+/** How the model spells its BOS and EOS tokens, for templates that write them. */
+export type SpecialSpellings = { bos?: string; eos?: string };
 
 export type RenderOptions = {
   addGenerationPrompt: boolean;

@@ -7,22 +7,18 @@
  *
  * @example
  * ```ts
- * import { newLazyGrammarSampler } from "./lazy_sampler.ts";
- * import { hermesFormat } from "./hermes.ts";
+ * import { newLazyGrammarSampler } from "./lazy_grammar.ts";
+ * import { hermesFormat } from "../chat/formats/hermes.ts";
  * const gbnf = hermesFormat.callGrammar(tools, { parallel: false });
  * const s = newLazyGrammarSampler(llama, vocab, gbnf, hermesFormat.triggers); // null: bad grammar
  * ```
  * @module
  */
-import {
-  type Llama,
-  type SamplerPtr,
-  samplers,
-  tokenize,
-  type VocabPtr,
-} from "../../../ffi/mod.ts";
-import { compileTriggerPatterns } from "../../engine/triggers.ts";
-import type { Triggers } from "./types.ts";
+import { type Llama, type SamplerPtr, samplers, tokenize, type VocabPtr } from "../../ffi/mod.ts";
+import { compileTriggerPatterns } from "./triggers.ts";
+
+/** Trigger spellings: regexes over the text, and strings that may be single tokens. */
+export type TriggerSpellings = { patterns: string[]; tokens: string[] };
 
 /** Ids of the trigger spellings that are single tokens of `vocab` (others are left to patterns). */
 export function triggerTokenIds(llama: Llama, vocab: VocabPtr, spellings: string[]): number[] {
@@ -37,7 +33,7 @@ export function newLazyGrammarSampler(
   llama: Llama,
   vocab: VocabPtr,
   gbnf: string,
-  triggers: Triggers,
+  triggers: TriggerSpellings,
 ): SamplerPtr | null {
   compileTriggerPatterns(triggers.patterns);
   const ids = triggerTokenIds(llama, vocab, triggers.tokens);
