@@ -55,7 +55,7 @@ import { readCudaDriver } from "./ffi/cuda_driver.ts";
 import { lastLoadStackBytes } from "./ffi/load_thread.ts";
 import { runSmokeDecode } from "./lib/gpu/smoke.ts";
 import { probeDriver } from "./lib/gpu/probe.ts";
-import { startWorkerEngine } from "./lib/engine/worker_engine.ts";
+import { startWorkerEngine } from "./lib/engine/worker_host.ts";
 import { newServerState } from "./routes/state.ts";
 import { makeModel } from "./lib/gguf/mod.ts";
 import { resolveModel } from "./lib/models/resolve.ts";

@@ -21,7 +21,8 @@ import { constrainedStats, setConstrainedMode } from "../lib/engine/constrained.
 import { clearMaskCache, maskStats } from "../lib/engine/grammar_mask.ts";
 import { loadEngineModel } from "../lib/engine/model.ts";
 import { defaultSampling } from "../lib/engine/sampling.ts";
-import { createScheduler, type GenRequest } from "../lib/engine/scheduler.ts";
+import type { GenRequest } from "../lib/engine/scheduler.ts";
+import { inProcessScheduler } from "../tests/support/in_process.ts";
 import { BENCH_SCHEMA } from "./schema.ts";
 
 const { values } = parseArgs({
@@ -50,7 +51,7 @@ const m = await loadEngineModel({
   maxSeqLen: 512,
   threads: Number(values.threads),
 });
-const engine = createScheduler(m);
+const engine = inProcessScheduler(m);
 
 function request(i: number, temperature: number, grammar: boolean): GenRequest {
   const text = `Request ${i}: list a few items as JSON with a name, a count and a flag.`;

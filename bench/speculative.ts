@@ -19,7 +19,8 @@
  */
 import { loadEngineModel, unloadEngineModel } from "../lib/engine/model.ts";
 import { defaultSampling } from "../lib/engine/sampling.ts";
-import { createScheduler, type SchedulerOptions } from "../lib/engine/scheduler.ts";
+import type { SchedulerOptions } from "../lib/engine/scheduler.ts";
+import { inProcessScheduler } from "../tests/support/in_process.ts";
 import { mtpModelPath } from "../tests/support/mtp_model.ts";
 
 export type SpeculativeRow = {
@@ -48,7 +49,7 @@ async function generate(
 ) {
   const m = await loadEngineModel({ path, maxBatch: 8, maxSeqLen: 512, threads });
   try {
-    const engine = createScheduler(m, opts);
+    const engine = inProcessScheduler(m, opts);
     const t0 = performance.now();
     const tokens = await Promise.all(prompts.map(async (p) => {
       let out: number[] = [];

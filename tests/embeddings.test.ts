@@ -11,11 +11,12 @@ import { makeModel } from "../lib/gguf/mod.ts";
 import { createEmbedder, POOLING } from "../lib/engine/embeddings.ts";
 import { type EngineModel, loadEngineModel, unloadEngineModel } from "../lib/engine/model.ts";
 import { defaultSampling } from "../lib/engine/sampling.ts";
-import { createScheduler, type GenEvent, isRefusal } from "../lib/engine/scheduler.ts";
+import { type GenEvent, isRefusal } from "../lib/engine/scheduler.ts";
 import type { ServerState } from "../routes/state.ts";
 import { tokenizeText } from "../lib/engine/tokens.ts";
 import { createApp } from "../routes/app.ts";
 import { inProcessState } from "./support/app.ts";
+import { inProcessScheduler } from "./support/in_process.ts";
 
 type Served = { url: string; state: ServerState; client: OpenAI };
 
@@ -263,7 +264,7 @@ Deno.test("a make-model --embedding GGUF: the model's own pooling is used", asyn
     await patchPooling(lastPath, POOLING.last);
     for (const [file, pooling] of [[path, POOLING.mean], [lastPath, POOLING.last]] as const) {
       const m = await loadEngineModel({ path: file, maxBatch: 1, maxSeqLen: 256, threads: 1 });
-      const embedder = createEmbedder(createScheduler(m), { threads: 1 });
+      const embedder = createEmbedder(inProcessScheduler(m), { threads: 1 });
       try {
         assert.equal(embedder.pooling, pooling, file);
         assert.equal(embedder.dimensions, 64);

@@ -8,7 +8,8 @@ import type { DeviceInfo } from "../ffi/mod.ts";
 import { onAccelerator } from "../lib/engine/devices.ts";
 import { loadEngineModel, unloadEngineModel } from "../lib/engine/model.ts";
 import { defaultSampling, type Sampling } from "../lib/engine/sampling.ts";
-import { createScheduler, type GenRequest } from "../lib/engine/scheduler.ts";
+import type { GenRequest } from "../lib/engine/scheduler.ts";
+import { inProcessScheduler } from "./support/in_process.ts";
 import { tinyModelPath } from "./support/models.ts";
 import { greedyCompletion, metric, startTinyServer } from "./support/server.ts";
 import { streamText as text } from "./support/tiny_engine.ts";
@@ -30,7 +31,7 @@ Deno.test("backend sampling: same greedy tokens as the CPU chain, kept chains do
   const m = await loadEngineModel({ path: await tinyModelPath(), maxBatch: 4, maxSeqLen: 256 });
   try {
     // The CPU scheduler runs first: it never attaches a chain to the context.
-    const cpu = createScheduler(m, { backendSampling: false });
+    const cpu = inProcessScheduler(m, { backendSampling: false });
     const greedy = await Promise.all(
       prompts.map((p) => text(cpu.submit(req(p, { temperature: 0 })))),
     );
@@ -40,7 +41,7 @@ Deno.test("backend sampling: same greedy tokens as the CPU chain, kept chains do
     await cpu.idle();
     assert.equal(cpu.stats().backendSampledTotal, 0);
 
-    const gpu = createScheduler(m, { backendSampling: true });
+    const gpu = inProcessScheduler(m, { backendSampling: true });
     const batched = await Promise.all(
       prompts.map((p) => text(gpu.submit(req(p, { temperature: 0 })))),
     );
@@ -77,7 +78,7 @@ Deno.test("backend sampling: same greedy tokens as the CPU chain, kept chains do
 Deno.test("backend sampling: a seeded sampled run is reproducible and batch-independent", async () => {
   const m = await loadEngineModel({ path: await tinyModelPath(), maxBatch: 4, maxSeqLen: 256 });
   try {
-    const eng = createScheduler(m, { backendSampling: true });
+    const eng = inProcessScheduler(m, { backendSampling: true });
     const s = { temperature: 0.9, topK: 40 };
     const solo: string[] = [];
     for (const p of prompts) solo.push(await text(eng.submit(req(p, s))));

@@ -21,7 +21,6 @@ Deno.test("submitTo: a step's tokens are in the sink before the next step starts
     const checks: { sampled: number; delivered: number }[] = [];
     const delivered = () => [...got.values()].flat().filter((ev) => ev.type === "logprobs").length;
     const engine = createScheduler(m, {
-      syncDecode: true,
       onStep: () => {
         checks.push({ sampled: engine.stats().generatedTokensTotal, delivered: delivered() });
       },

@@ -5,9 +5,10 @@
 import assert from "node:assert/strict";
 import { loadEngineModel, unloadEngineModel } from "../lib/engine/model.ts";
 import { defaultSampling, type Sampling } from "../lib/engine/sampling.ts";
-import { createScheduler, type GenRequest, type Scheduler } from "../lib/engine/scheduler.ts";
+import type { GenRequest, Scheduler } from "../lib/engine/scheduler.ts";
 import { lookupDraft } from "../lib/engine/lookup.ts";
 import { newMetrics, renderMetrics } from "../lib/engine/metrics.ts";
+import { inProcessScheduler } from "./support/in_process.ts";
 import { tinyModelPath } from "./support/models.ts";
 import { mtpModelPath } from "./support/mtp_model.ts";
 
@@ -67,12 +68,12 @@ for (const model of ["tiny", "context-free"] as const) {
         req(repeating, { temperature: 0.7, repetitionPenalty: 1.1 }),
         req(repeating, { temperature: 0 }, { maxTokens: 7 }),
       ];
-      const base = createScheduler(m);
+      const base = inProcessScheduler(m);
       const want: Out[] = [];
       for (const c of cases) want.push(await run(base, c));
       await base.idle();
 
-      const spec = createScheduler(m, { draftTokens: 4 });
+      const spec = inProcessScheduler(m, { draftTokens: 4 });
       const solo: Out[] = [];
       for (const c of cases) solo.push(await run(spec, c));
       assert.deepEqual(solo.map((o) => o.tokens), want.map((o) => o.tokens));
@@ -109,7 +110,7 @@ for (const model of ["tiny", "context-free"] as const) {
 Deno.test("speculative decoding: stop strings, grammars and cancellation", async () => {
   const m = await loadEngineModel({ path: await mtpModelPath(), maxBatch: 4, maxSeqLen: 256 });
   try {
-    const base = createScheduler(m);
+    const base = inProcessScheduler(m);
     const ref = await run(base, req(repeating, { temperature: 0 }, { maxTokens: 160 }));
     // A stop string from the middle of the reference output.
     const stop = ref.text.slice(-12, -8);
@@ -123,7 +124,7 @@ Deno.test("speculative decoding: stop strings, grammars and cancellation", async
     await base.idle();
     assert.equal(want[0].finish, "stop");
 
-    const spec = createScheduler(m, { draftTokens: 3 });
+    const spec = inProcessScheduler(m, { draftTokens: 3 });
     const got: Out[] = [];
     for (const c of cases) got.push(await run(spec, c));
     assert.deepEqual(got.map((o) => [o.text, o.finish]), want.map((o) => [o.text, o.finish]));
@@ -162,12 +163,12 @@ Deno.test("speculative decoding with the model's MTP heads: same output, drafts 
       req(repeating, { temperature: 0 }, { maxTokens: 64 }),
       req(plain, { temperature: 0.8, topK: 40 }, { maxTokens: 64 }),
     ];
-    const base = createScheduler(m);
+    const base = inProcessScheduler(m);
     const want: Out[] = [];
     for (const c of cases) want.push(await run(base, c));
     await base.idle();
 
-    const spec = createScheduler(m, { draftTokens: 3 });
+    const spec = inProcessScheduler(m, { draftTokens: 3 });
     const solo: Out[] = [];
     for (const c of cases) solo.push(await run(spec, c));
     assert.deepEqual(solo.map((o) => o.tokens), want.map((o) => o.tokens));

@@ -5,9 +5,10 @@ import assert from "node:assert/strict";
 import { graphBatchLayout } from "../lib/engine/graph_batch.ts";
 import { loadEngineModel, unloadEngineModel } from "../lib/engine/model.ts";
 import { defaultSampling, type Sampling } from "../lib/engine/sampling.ts";
-import { createScheduler, type GenRequest } from "../lib/engine/scheduler.ts";
+import type { GenRequest } from "../lib/engine/scheduler.ts";
 import { memorySeqPosMax } from "../ffi/mod.ts";
 import { tinyModelPath } from "./support/models.ts";
+import { inProcessScheduler } from "./support/in_process.ts";
 import { streamText as text } from "./support/tiny_engine.ts";
 import { greedyCompletion, metric, startTinyServer } from "./support/server.ts";
 
@@ -49,7 +50,7 @@ Deno.test("padded steps give the same outputs and leave no padding cells", async
     assert.equal(padded.nCtxSeq, plain.nCtxSeq);
 
     const run = async (m: typeof plain) => {
-      const s = createScheduler(m);
+      const s = inProcessScheduler(m);
       const out = await Promise.all([
         // Greedy, seeded sampling, and a request that needs logits (logprobs) in the same steps.
         text(s.submit(req(prompts[0], { temperature: 0 }))),

@@ -22,7 +22,7 @@ import { compileTemplate } from "../lib/chat/template.ts";
 import { createBus } from "../lib/events/bus.ts";
 import { loadEngineModel } from "../lib/engine/model.ts";
 import { newServerState } from "../routes/state.ts";
-import { startWorkerEngine } from "../lib/engine/worker_engine.ts";
+import { startWorkerEngine } from "../lib/engine/worker_host.ts";
 import { createApp, newSurfaces } from "../routes/app.ts";
 import { sessionRoutes } from "../routes/sessions.ts";
 import { agentCliBin } from "./support/agent_clis.ts";

@@ -2,8 +2,15 @@
  * The generation scheduler: owns the llama context and is the only caller of `llama_decode`.
  * Every step packs one token for each generating sequence plus prefill chunks of admitted prompts
  * into a single batch (a token budget keeps long prompts from stalling running streams), decodes
- * it off the event loop, then samples each sequence that produced logits. A sequence whose
- * consumer went away is dropped before the next step and its KV cells freed.
+ * it, then samples each sequence that produced logits. A sequence whose consumer went away is
+ * dropped before the next step and its KV cells freed.
+ *
+ * Every step is decoded with synchronous FFI and the loop takes no I/O turn of its own: it is
+ * meant for a thread that serves nothing else (`worker_thread.ts`), where a turn would only wake
+ * a blocking-pool thread that takes a core from ggml's, and a large step handed to such a thread
+ * would cost a hop there and back (about 10 ms a step on 2 cores). Whoever shares the thread
+ * (requests, cancels, pauses, the consumers of `submit`) gets in through `onStep`, between two
+ * steps.
  *
  * Logprobs are opt-in per request (`logprobs`, `promptLogprobs`): a request without them costs
  * nothing extra, with them each sampled token's raw-logit log-softmax is computed from the logits
@@ -21,9 +28,7 @@
  */
 import {
   type Batch,
-  decode,
   decodeSync,
-  ioTurn,
   logitsIth,
   memorySeqPosMax,
   memorySeqRm,
@@ -71,15 +76,6 @@ import {
 } from "./mtp_heads.ts";
 import { endText, newTextStream, pushPiece, type TextStream } from "./text_stream.ts";
 
-/**
- * Steps of at most this many rows are decoded on the JS thread; bigger ones (prompt chunks) go
- * to a blocking-pool thread so HTTP stays responsive through them. Measured on 2 cores with the
- * `small` preset: the hop to the pool thread and back costs about 10 ms a step, which at
- * concurrency 1 was 45 tok/s against 68-72 with the step on this thread. Between two steps the
- * loop gives I/O one turn (`ioTurn`, ~0.1 ms), so every token's SSE write, new requests,
- * disconnects and embeddings go in between steps.
- */
-const SYNC_DECODE_MAX_ROWS = 64;
 const NO_DRAFTS: number[] = [];
 export type GenRequest = {
   prompt: Int32Array;
@@ -208,8 +204,8 @@ export type EngineStats = {
   graphPaddingRowsTotal: number;
   /**
    * Where the loop's time went since start, in ms: `decode` (llama_decode), `sample` (sampling,
-   * detokenizing, stop strings, events), `io` (turns given to the event loop between steps),
-   * `other` (admission, batch packing, prompt scoring).
+   * detokenizing, stop strings, events), `io` (waits for a slot that a cancelled request has not
+   * freed yet), `other` (`onStep`, exclusive work, admission, batch packing, prompt scoring).
    */
   loopMs: { decode: number; sample: number; io: number; other: number };
 };
@@ -316,17 +312,11 @@ export type SchedulerOptions = {
   draft?: (history: readonly number[], k: number) => number[];
   /**
    * Awaited at the top of every loop iteration, after the previous step's events reached their
-   * consumers (the worker thread posts them and reads its messages here).
+   * consumers: the loop's only way to let anything else run on its thread. The worker thread
+   * posts the events and reads its messages here; without it, a generation runs to its end
+   * before its consumer sees a token or can cancel.
    */
   onStep?: () => Promise<void> | void;
-  /**
-   * Decode every step on this thread, however large, and take no I/O turn after it. For a thread
-   * that serves nothing else (the engine worker, which receives its messages in `onStep`): they
-   * wait for the step's end either way, a large step handed to a blocking-pool thread costs a hop
-   * there and back (see `SYNC_DECODE_MAX_ROWS`), and an I/O turn wakes a pool thread that takes a
-   * core from ggml's for nothing.
-   */
-  syncDecode?: boolean;
 };
 
 export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): LocalScheduler {
@@ -897,13 +887,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Lo
           continue;
         }
         const rows = padToGraphSize(n);
-        let rc: number;
-        const sync = opts.syncDecode || rows <= SYNC_DECODE_MAX_ROWS;
-        if (sync) {
-          rc = decodeSync(m.llama, m.ctx, batch);
-        } else {
-          rc = await decode(m.llama, m.ctx, batch);
-        }
+        const rc = decodeSync(m.llama, m.ctx, batch);
         if (rows > n) dropPadding(rows - n);
         mark("decode");
         stats.decodeSteps++;
@@ -926,10 +910,6 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Lo
         mark("other");
         sampleAll();
         mark("sample");
-        // The events just pushed reach their sockets, and new requests get in, before the next
-        // step blocks the thread again.
-        if (sync && !opts.syncDecode) await ioTurn(m.llama);
-        mark("io");
       }
     } finally {
       looping = false;

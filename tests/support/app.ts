@@ -13,7 +13,7 @@
 import type { Hono } from "hono";
 import { compileTemplate } from "../../lib/chat/template.ts";
 import { loadEngineModel } from "../../lib/engine/model.ts";
-import { startWorkerEngine } from "../../lib/engine/worker_engine.ts";
+import { startWorkerEngine } from "../../lib/engine/worker_host.ts";
 import { newServerState, type ServerState } from "../../routes/state.ts";
 import { createApp } from "../../routes/app.ts";
 import { tinyModelPath } from "./models.ts";

@@ -1,6 +1,6 @@
 /**
  * One in-process scheduler on the tiny model per test file (loaded on first use): for engine
- * tests that drive `createScheduler` directly, without HTTP or the worker thread.
+ * tests that drive the scheduler directly, without HTTP or the worker thread.
  *
  * @example
  * ```ts
@@ -10,7 +10,8 @@
  * @module
  */
 import { type EngineModel, loadEngineModel } from "../../lib/engine/model.ts";
-import { createScheduler, type GenEvent, type Scheduler } from "../../lib/engine/scheduler.ts";
+import type { GenEvent, Scheduler } from "../../lib/engine/scheduler.ts";
+import { inProcessScheduler } from "./in_process.ts";
 import { tinyModelPath } from "./models.ts";
 
 let shared: Promise<{ m: EngineModel; engine: Scheduler }> | undefined;
@@ -23,7 +24,7 @@ export function tinyEngine(): Promise<{ m: EngineModel; engine: Scheduler }> {
       maxSeqLen: 512,
       threads: 1,
     });
-    return { m, engine: createScheduler(m) };
+    return { m, engine: inProcessScheduler(m) };
   })();
   return shared;
 }

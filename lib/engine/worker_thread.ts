@@ -1,14 +1,16 @@
 /**
- * The worker thread that runs the scheduler (see `worker_engine.ts` for the main-thread side).
- * It decodes and samples back to back with synchronous FFI; the events of each step are posted
- * to the main thread in one message at the top of the next iteration, so the HTTP thread writes
- * them while this thread is already decoding. Messages from the main thread (new requests,
- * cancels, pauses) are announced on a shared counter: the loop takes an event-loop turn to
- * receive them only when the counter moved, so a busy loop never pays for a turn it needs not.
+ * The engine's side of the worker boundary: this module is a web Worker's entry point and runs
+ * the scheduler there (`worker_host.ts` is the HTTP thread's side). A thread that serves nothing
+ * else can decode every step with synchronous FFI, back to back; the events of each step are
+ * posted to the main thread in one message at the top of the next iteration, so the HTTP thread
+ * writes them while this thread is already decoding. Messages from the main thread (new
+ * requests, cancels, pauses) are announced on a shared counter: the loop takes an event-loop
+ * turn to receive them only when the counter moved, so a busy loop never pays for a turn it
+ * needs not.
  *
  * @example
  * ```ts
- * const w = new Worker(new URL("./engine_worker.ts", import.meta.url), { type: "module" });
+ * const w = new Worker(new URL("./worker_thread.ts", import.meta.url), { type: "module" });
  * w.postMessage({ type: "init", handles, opts, control });
  * ```
  * @module
@@ -120,7 +122,6 @@ function handle(msg: ToWorker): void {
       engine = createScheduler(modelFromHandles(msg.handles), {
         ...msg.opts,
         onStep,
-        syncDecode: true,
       });
       post({ type: "ready", stackBytes: threadStackBytes() });
       return;

@@ -1,24 +1,26 @@
 /**
- * The scheduler on its own thread, behind the same `Scheduler` interface. The HTTP thread never
- * sits between two decodes: the worker (`engine_worker.ts`) decodes, samples and posts each
- * step's events; this side turns them back into per-request streams and SSE writes happen while
- * the next step computes. Measured on 2 cores (`small` preset, one stream): an I/O turn on the
- * decoding thread costs 1-2 ms a step when it is a timer, and one that costs 0.1 ms (a no-op
- * through the blocking pool) lets Deno's HTTP tasks run too rarely, so tokens left in bursts.
+ * The HTTP thread's side of the worker boundary: starts the engine's Worker
+ * (`worker_thread.ts`) and gives the scheduler there the same `Scheduler` interface. The HTTP
+ * thread never sits between two decodes: the worker decodes, samples and posts each step's
+ * events; this side turns them back into per-request streams, and SSE writes happen while the
+ * next step computes. Why not decode on the HTTP thread, between I/O turns: measured on 2 cores
+ * (`small` preset, one stream), such a turn costs 1-2 ms a step when it is a timer, and one that
+ * costs 0.1 ms (a no-op through the blocking pool) lets Deno's HTTP tasks run too rarely, so
+ * tokens left in bursts.
  *
  * Requests are checked here, synchronously, as `createScheduler` checks them, so refusals
  * (`too_long`, `invalid`, `busy`) still throw from `submit`.
  *
  * @example
  * ```ts
- * import { startWorkerEngine } from "./worker_engine.ts";
+ * import { startWorkerEngine } from "./worker_host.ts";
  * const engine = await startWorkerEngine(model, { maxWaiting: 256 });
  * for await (const ev of engine.submit(req)) console.log(ev);
  * ```
  * @module
  */
 import { type Channel, newChannel } from "./channel.ts";
-import type { FromWorker, ToWorker } from "./engine_worker.ts";
+import type { FromWorker, ToWorker } from "./worker_thread.ts";
 import { type EngineModel, modelHandles } from "./model.ts";
 import {
   checkRequest,
@@ -48,7 +50,7 @@ export async function startWorkerEngine(
   m: EngineModel,
   opts: Omit<SchedulerOptions, "draft" | "onStep"> = {},
 ): Promise<WorkerEngine> {
-  const worker = new Worker(new URL("./engine_worker.ts", import.meta.url), { type: "module" });
+  const worker = new Worker(new URL("./worker_thread.ts", import.meta.url), { type: "module" });
   const control = new SharedArrayBuffer(4);
   const counter = new Int32Array(control);
   const send = (msg: ToWorker) => {
