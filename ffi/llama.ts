@@ -384,15 +384,6 @@ export function sampledToken(llama: Llama, ctx: ContextPtr, i: number): number {
   return llama.sym.llama_get_sampled_token_ith(ctx, i);
 }
 
-/**
- * Resolves after a round trip through a blocking-pool thread that does nothing: the cheapest way
- * to let Deno's event loop poll I/O between two synchronous steps (about 0.1 ms; a zero timer is
- * clamped to 1 ms and costs 1-2 ms, and a message or `setImmediate` turn does not poll I/O).
- */
-export function ioTurn(llama: Llama): Promise<unknown> {
-  return llama.sym.llama_time_us_async();
-}
-
 /** Logits row of batch position `i` as a view (valid until the next decode). */
 export function logitsIth(llama: Llama, ctx: ContextPtr, i: number, nVocab: number): Float32Array {
   const p = llama.sym.llama_get_logits_ith(ctx, i);

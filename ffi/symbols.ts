@@ -73,9 +73,6 @@ export const llamaSymbols = {
   llama_max_devices: { parameters: [], result: "usize" },
   llama_max_parallel_sequences: { parameters: [], result: "usize" },
   llama_time_us: { parameters: [], result: "i64" },
-  // A call that does nothing on a blocking-pool thread: awaiting it lets the event loop poll I/O
-  // for about 0.1 ms, where a zero timer takes 1-2 ms.
-  llama_time_us_async: { name: "llama_time_us", parameters: [], result: "i64", nonblocking: true },
   llama_attach_threadpool: { parameters: [ptr, ptr, ptr], result: "void" },
   llama_detach_threadpool: { parameters: [ptr], result: "void" },
 

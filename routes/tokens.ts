@@ -20,12 +20,7 @@ import { type ChatTurn, planTurn, turnError, type TurnResult } from "../lib/chat
 import { defaultSampling } from "../lib/engine/sampling.ts";
 import { isRefusal } from "../lib/engine/scheduler.ts";
 import type { ServerState } from "./state.ts";
-import {
-  detokenizeIds,
-  specialSpellings,
-  tokenizeText,
-  tokenStrings,
-} from "../lib/engine/tokens.ts";
+import { detokenizeIds, tokenizeText, tokenStrings } from "../lib/engine/tokens.ts";
 import { openaiError, openaiTurnError, parseBody } from "./errors.ts";
 import { messageSchema, modelNotFound } from "./openai_common.ts";
 

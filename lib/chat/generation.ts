@@ -7,6 +7,12 @@
  * @example
  * ```ts
  * import { chatReply, planChat } from "./generation.ts";
+ * import type { Conversation } from "./conversation.ts";
+ * import type { CompiledTemplate } from "./template.ts";
+ * import type { Scheduler } from "../engine/scheduler.ts";
+ * import { defaultSampling } from "../engine/sampling.ts";
+ * declare const engine: Scheduler, template: CompiledTemplate, conv: Conversation;
+ * const sampling = defaultSampling();
  * const plan = planChat(engine.model, template, conv, { sampling, stop: [], ignoreEos: false },
  *   { addGenerationPrompt: true });
  * for await (const ev of chatReply(engine.submit(plan.req), plan)) {

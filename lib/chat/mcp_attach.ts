@@ -8,6 +8,7 @@
  * @example
  * ```ts
  * import { attachMcp } from "./mcp_attach.ts";
+ * declare const registry: import("../mcp/registry.ts").McpRegistry;
  * const { tools, notes } = attachMcp(registry, [{ server: "calc", param: "tools[0]" }]);
  * tools.specs.map((t) => t.name); // ["calc_add", "calc_echo"]
  * ```

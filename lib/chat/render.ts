@@ -12,6 +12,9 @@
  * @example
  * ```ts
  * import { renderConversation } from "./render.ts";
+ * declare const template: import("./template.ts").CompiledTemplate;
+ * declare const format: import("./formats/mod.ts").ToolFormat;
+ * declare const conv: import("./conversation.ts").Conversation;
  * const { text } = renderConversation(template, format, { bos: "<s>" }, conv, {
  *   addGenerationPrompt: true,
  * });

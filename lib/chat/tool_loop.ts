@@ -12,6 +12,10 @@
  * @example
  * ```ts
  * import { chatWithServerTools } from "./tool_loop.ts";
+ * import type { Conversation } from "./conversation.ts";
+ * import type { ChatEvent } from "./generation.ts";
+ * declare const conv: Conversation, mcpTools: import("./tool_loop.ts").ServerTools;
+ * declare function runRound(conv: Conversation): AsyncIterable<ChatEvent>;
  * const events = chatWithServerTools((conv) => runRound(conv), conv, mcpTools, { maxRounds: 8 });
  * for await (const ev of events) {
  *   if (ev.type === "server_tool_result") console.log(ev.name, ev.content);

@@ -10,6 +10,7 @@
  * @example
  * ```ts
  * import { checkBuilds } from "./candidates.ts";
+ * declare const deps: Parameters<typeof checkBuilds>[1];
  * const check = await checkBuilds(
  *   { gpus: [{ index: 0, name: "H100", compute: "9.0" }], driverCuda: "13.0", whatIf: true },
  *   deps,

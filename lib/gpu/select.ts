@@ -11,6 +11,8 @@
  * @example
  * ```ts
  * import { chooseLlamaLibrary, libraryLogLine } from "./select.ts";
+ * import { openLlama } from "../../ffi/mod.ts";
+ * declare const dataDir: string;
  * const choice = await chooseLlamaLibrary({ cacheRoot: dataDir, log: console.error });
  * console.error(libraryLogLine(choice));
  * // llama.cpp: source build in /data/llama-cuda-src-90-de3ff815ea7d/lib on 1 GPU (0: NVIDIA

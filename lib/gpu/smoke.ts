@@ -10,6 +10,7 @@
  * @example
  * ```ts
  * import { smokeTest } from "./smoke.ts";
+ * declare const dataDir: string;
  * const r = await smokeTest("/cache/llama-cuda-src-90-de3ff815ea7d/lib", { dataDir });
  * r.ok; // false
  * r.reason; // "the smoke decode died with SIGABRT: CUDA error: the provided PTX was ..."

@@ -1,10 +1,11 @@
 /**
- * The thread the smoke decode runs on: a web Worker, like the engine's (`engine_worker.ts`), so a
+ * The thread the smoke decode runs on: a web Worker, like the engine's (`lib/engine/worker_thread.ts`), so a
  * GPU build that needs more stack than the engine thread has fails here, in a child process,
  * rather than under a user's request. Binds the libraries the child already opened.
  *
  * @example
  * ```ts
+ * declare const llama: import("../../ffi/mod.ts").Llama;
  * const w = new Worker(new URL("./smoke_worker.ts", import.meta.url), { type: "module" });
  * w.postMessage({ dir: llama.dir, model: "/data/smoke-1layer-v1.gguf" });
  * ```

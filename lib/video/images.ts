@@ -11,6 +11,7 @@
  * @example
  * ```ts
  * import { decodeImage } from "./images.ts";
+ * declare const pngBase64: string;
  * const r = decodeImage({ inlineData: { mimeType: "image/png", data: pngBase64 } }, "image");
  * if (r.ok) console.log(r.value.mimeType, r.value.bytes.length);
  * else console.log(r.field, r.message);

@@ -11,6 +11,7 @@
  * @example
  * ```ts
  * import { decodeStoredRequest, encodeStoredRequest } from "./jobs.ts";
+ * declare const request: Parameters<typeof encodeStoredRequest>[0];
  * const stored = encodeStoredRequest(request, 8);
  * decodeStoredRequest(JSON.parse(JSON.stringify(stored))).request.prompt === request.prompt; // true
  * ```

@@ -13,14 +13,22 @@
  * @example
  * ```ts
  * import { validateVideoRequest } from "./rules.ts";
+ * declare const body: unknown;
+ * declare const tokenizer: { count(text: string): number };
+ * type Lookups = Parameters<typeof validateVideoRequest>[2];
+ * declare const store: {
+ *   extensionSource: NonNullable<Lookups["lookupVideo"]>;
+ *   extensionSourceByHash: NonNullable<Lookups["lookupVideoBytes"]>;
+ * };
+ * declare function startOperation(request: unknown, seconds: number): void;
  * const r = validateVideoRequest("veo-3.1-generate-preview", body, {
  *   region: "global",
  *   countTokens: (text) => tokenizer.count(text),
  *   lookupVideo: (id) => store.extensionSource(id),
  *   lookupVideoBytes: (bytes) => store.extensionSourceByHash(bytes),
  * });
- * if (!r.ok) return googleError(c, r.error.status, r.error.googleStatus, r.error.message);
- * startOperation(r.request, r.outputSeconds);
+ * if (r.ok) startOperation(r.request, r.outputSeconds);
+ * else console.error(r.error.status, r.error.message);
  * ```
  * @module
  */

@@ -12,6 +12,8 @@
  * @example
  * ```ts
  * import { createUpstream } from "./upstream.ts";
+ * declare const store: Parameters<typeof createUpstream>[0]["store"];
+ * declare const body: unknown, callerKey: string;
  * const up = createUpstream({ url: "https://generativelanguage.googleapis.com", store,
  *   now: Date.now, retentionMs: 172_800_000 });
  * const started = await up.start("veo-3.1-generate-preview", body, callerKey);

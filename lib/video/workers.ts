@@ -8,6 +8,7 @@
  * @example
  * ```ts
  * import { createWorkerPool } from "./workers.ts";
+ * declare const store: Parameters<typeof createWorkerPool>[0]["store"];
  * const pool = createWorkerPool({ store, now: Date.now, retentionMs: 172_800_000, workers: 2 });
  * pool.enqueue("abcdefghij12");
  * pool.progress("abcdefghij12"); // 0..100 while it renders, undefined otherwise

@@ -6,6 +6,7 @@
  * @example
  * ```ts
  * import { detectToolFormat } from "./mod.ts";
+ * declare const templateSource: string, outputText: string;
  * const f = detectToolFormat(templateSource);
  * const tools = [{ name: "weather", parameters: { type: "object",
  *   properties: { city: { type: "string" } }, required: ["city"] } }];

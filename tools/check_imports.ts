@@ -1,5 +1,8 @@
 /**
- * Fails when two folders of the product import each other, directly or through others.
+ * Fails when two folders of the product import each other, directly or through others, or when an
+ * import goes against the layers: `ffi/` imports only `ffi/`; `lib/` never imports `routes/`,
+ * `tools/` or `main.ts`; `routes/` never imports `tools/` or `main.ts`; nothing in the product
+ * imports `tests/` or `bench/`.
  *
  * A folder is the unit of layering here (`routes`, `lib/chat`, `lib/engine`, `ffi`, ...; a
  * package's subfolders belong to it): modules inside one folder may import each other freely, but the graph between folders must stay acyclic
@@ -7,7 +10,7 @@
  *
  * @example
  * ```sh
- * deno run -A tools/check_cycles.ts        # exit 0, or the cycles and the imports behind them
+ * deno run -A tools/check_imports.ts       # exit 0, or the cycles and the imports behind them
  * ```
  */
 import { readdirSync, readFileSync, statSync } from "node:fs";
@@ -128,13 +131,36 @@ export function cycles(edges: Edge[]): string[][] {
   return out;
 }
 
+const top = (folder: string) => folder.split("/")[0];
+
+/** Imports that go against the layers, with the reason. */
+export function layerViolations(edges: Edge[]): string[] {
+  const out: string[] = [];
+  for (const e of edges) {
+    const from = top(e.from), to = top(e.to);
+    const why = to === "tests" || to === "bench"
+      ? "the product never imports tests or benchmarks"
+      : from === "ffi" && to !== "ffi"
+      ? "ffi/ is the bottom layer and imports nothing above it"
+      : from === "lib" && (to === "routes" || to === "tools" || to === "main.ts")
+      ? "lib/ never reaches up into routes/, tools/ or main.ts"
+      : from === "routes" && (to === "tools" || to === "main.ts")
+      ? "routes/ never reaches up into tools/ or main.ts"
+      : undefined;
+    if (why) out.push(`${e.from} → ${e.to} (${e.example}): ${why}`);
+  }
+  return out;
+}
+
 if (import.meta.main) {
   const base = Deno.args[0] ?? ".";
   const edges = folderEdges(base);
   const found = cycles(edges);
+  const layers = layerViolations(edges);
+  for (const v of layers) console.log(`import against the layers: ${v}`);
   if (found.length === 0) {
     console.log(`import cycles: none (${edges.length} edges between folders)`);
-    Deno.exit(0);
+    Deno.exit(layers.length ? 1 : 0);
   }
   for (const comp of found) {
     console.log(`import cycle between folders: ${comp.join(", ")}`);

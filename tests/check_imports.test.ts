@@ -1,0 +1,46 @@
+// The import checker CI runs (`tools/check_imports.ts`): it finds a cycle between folders and an
+// import against the layers in a made-up tree, and finds neither in this repository.
+import assert from "node:assert/strict";
+import { cycles, folderEdges, folderOf, layerViolations } from "../tools/check_imports.ts";
+
+async function tree(files: Record<string, string>): Promise<string> {
+  const dir = await Deno.makeTempDir({ prefix: "hearth-imports-" });
+  for (const [path, text] of Object.entries(files)) {
+    await Deno.mkdir(`${dir}/${path.slice(0, path.lastIndexOf("/"))}`, { recursive: true });
+    await Deno.writeTextFile(`${dir}/${path}`, text);
+  }
+  return dir;
+}
+
+Deno.test("a package's subfolders belong to it; other folders are their top", () => {
+  assert.equal(folderOf("lib/chat/formats/hermes.ts"), "lib/chat");
+  assert.equal(folderOf("routes/app.ts"), "routes");
+  assert.equal(folderOf("main.ts"), "main.ts");
+});
+
+Deno.test("a cycle through three folders and an upward import are both found", async () => {
+  const dir = await tree({
+    "lib/a/x.ts": `import { y } from "../b/y.ts";\nexport const x = y;`,
+    "lib/b/y.ts": `export { z as y } from "../c/z.ts";`,
+    "lib/c/z.ts": `// import { x } from "../a/x.ts"; (a comment is no import)\n` +
+      `export const z = await import("../a/x.ts");`,
+    "ffi/f.ts": `import { r } from "../routes/r.ts";\nexport const f = r;`,
+    "routes/r.ts": `export const r = 1;`,
+  });
+  try {
+    const edges = folderEdges(dir);
+    assert.deepEqual(cycles(edges), [["lib/a", "lib/b", "lib/c"]]);
+    const layers = layerViolations(edges);
+    assert.equal(layers.length, 1);
+    assert.match(layers[0], /^ffi → routes .*bottom layer/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("this repository has no import cycle between folders and no upward import", () => {
+  const edges = folderEdges(".");
+  assert.ok(edges.length > 20, `only ${edges.length} edges: the walk found too little`);
+  assert.deepEqual(cycles(edges), []);
+  assert.deepEqual(layerViolations(edges), []);
+});
