@@ -61,7 +61,7 @@ import { makeModel } from "./lib/gguf/mod.ts";
 import { resolveModel } from "./lib/models/resolve.ts";
 import { createApp } from "./routes/app.ts";
 import { sseBufferLimitFromEnv } from "./routes/sse.ts";
-import { loadUiAssets, mountUi, SERVER_PAGES, uiServerHandler } from "./routes/ui.ts";
+import { loadUiAssets, SERVER_PAGES, uiServerHandler } from "./routes/ui.ts";
 import { videoRulesDocument } from "./lib/video/rules_document.ts";
 import { loadMcpConfig, type McpRegistry, startMcpRegistry } from "./lib/mcp/registry.ts";
 
@@ -218,6 +218,26 @@ async function serve(argv: string[]): Promise<void> {
     : undefined;
   state.mcp = mcp;
   const surfaces = newSurfaces({ pingMs: pingMsFromEnv(), bufferLimit: sseBufferLimit });
+  const uiAssets = await loadUiAssets();
+  const uiOptions = {
+    pages: SERVER_PAGES,
+    json: {
+      "video-rules.json": () =>
+        videoRulesDocument(config.videoRegion, { keyRequired: keys.length > 0 }),
+    },
+  };
+  surfaces.ui = { assets: uiAssets, options: uiOptions };
+  if (pd?.role === "prefill") {
+    const counters: PdStats = { role: "prefill", peer: pd.peer, remotePrefills: 0, fallbacks: 0 };
+    let fingerprint: Promise<string> | undefined;
+    surfaces.pd = pdRoutes(
+      state,
+      pd,
+      counters,
+      () => fingerprint ??= modelFingerprint(resolved.path),
+    );
+    state.pd = () => ({ ...counters });
+  }
   const app = createApp(state, surfaces);
   let agents: AgentFeatures | undefined;
   if (agentsFile) {
@@ -253,24 +273,6 @@ async function serve(argv: string[]): Promise<void> {
     });
     surfaces.video = videoRoutes(video);
   }
-  const uiAssets = await loadUiAssets();
-  const uiOptions = {
-    pages: SERVER_PAGES,
-    json: {
-      "video-rules.json": () =>
-        videoRulesDocument(config.videoRegion, { keyRequired: keys.length > 0 }),
-    },
-  };
-  if (pd?.role === "prefill") {
-    const counters: PdStats = { role: "prefill", peer: pd.peer, remotePrefills: 0, fallbacks: 0 };
-    let fingerprint: Promise<string> | undefined;
-    app.route(
-      "/",
-      pdRoutes(state, pd, counters, () => fingerprint ??= modelFingerprint(resolved.path)),
-    );
-    state.pd = () => ({ ...counters });
-  }
-  mountUi(app, uiAssets, uiOptions);
   const server = Deno.serve({
     hostname: config.host,
     port: config.port,
