@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU benchmark in one command (DESIGN's GPU contract): builds or reuses llama.cpp from the source
+# GPU benchmark in one command (docs/ARCHITECTURE.md, "GPU hosts"): builds or reuses llama.cpp from the source
 # bundle for this GPU (libraries, llama-server and llama-batched-bench from one build), writes the
 # models (the small preset in Q8_0 and a Llama-3.2-1B-shaped F16 model), then runs Hearth and
 # llama-server on the same libraries in paired alternating rounds at concurrency 1, 8 and 32

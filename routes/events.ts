@@ -1,5 +1,5 @@
 /**
- * The agent event channel over HTTP (DESIGN.md section 6): `GET /api/events` is a data-only SSE
+ * The agent event channel over HTTP (docs/ARCHITECTURE.md, "Event channel"): `GET /api/events` is a data-only SSE
  * stream and `GET /ws` a WebSocket carrying the same JSON payloads, for clients whose SSE never
  * opens. Both resume from a cursor (`Last-Event-ID` header, else `?lastEventId=`), share one
  * listener cap (503 `{"error":"SSE_CAPACITY"}`) and drop a client that falls `bufferLimit` bytes

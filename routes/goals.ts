@@ -1,5 +1,5 @@
 /**
- * The goal endpoints (DESIGN 6a) over lib/agents/goals.ts: `POST /api/sessions/:id/goal` (201),
+ * The goal endpoints (docs/ARCHITECTURE.md, "Goals, orchestration, memory") over lib/agents/goals.ts: `POST /api/sessions/:id/goal` (201),
  * `GET /api/sessions/:id/goal`, `POST /api/sessions/:id/goal/{pause|resume|cancel|done}` and
  * `POST /api/sessions/:id/goal/checkpoint`. Refusals are `{"error": CODE, "message"}` as on the
  * other session routes: 400 `BAD_REQUEST`, 404 `NOT_FOUND` (no session, or no goal), 409

@@ -1,7 +1,7 @@
 /**
  * `x-hearth-ignored-fields`: routes note the request fields they accepted without acting on
  * them (hints, metadata, unknown keys, tools of types the server cannot run); one middleware
- * puts them on the response header and in the log (DESIGN 4a's field policy).
+ * puts them on the response header and in the log (the field policy of docs/ARCHITECTURE.md).
  *
  * @example
  * ```ts

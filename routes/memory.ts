@@ -1,5 +1,5 @@
 /**
- * The memory endpoints (DESIGN.md section 6a) over the agent memory: list, search, read, write
+ * The memory endpoints (docs/ARCHITECTURE.md, "Goals, orchestration, memory") over the agent memory: list, search, read, write
  * and delete markdown notes. Bodies are strict JSON objects checked with Zod; every refusal is
  * `{"error": CODE, "message": "..."}` with its status (400 `BAD_REQUEST`, 404 `NOT_FOUND`, 409
  * `LIMIT`, 413 `TOO_LARGE`), the same shape as the session endpoints.

@@ -1,5 +1,5 @@
 /**
- * The orchestration endpoints (DESIGN.md 6a) over lib/agents/orchestrate.ts:
+ * The orchestration endpoints (docs/ARCHITECTURE.md, "Goals, orchestration, memory") over lib/agents/orchestrate.ts:
  * `POST /api/sessions/:id/orchestrate {task, planner?, workers?, checker?, maxRounds?}` -> 202 with
  * the run (it goes on in the background; follow it on `/api/events`, topic `orchestrate`),
  * `GET /api/orchestrations/:runId` and `GET /api/orchestrations?sessionId=` -> `{orchestrations}`.

@@ -1,5 +1,5 @@
 /**
- * The agent manager endpoints (DESIGN.md section 6) over the agent service: the configured agents
+ * The agent manager endpoints (docs/ARCHITECTURE.md, "Event channel") over the agent service: the configured agents
  * (`GET /api/agents`: names and providers only), sessions, messages, steering, cancel, activation,
  * schedules and the latest message. Bodies are strict JSON objects
  * checked with Zod; every refusal is `{"error": CODE, "message": "..."}` with its status (400

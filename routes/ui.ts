@@ -1,7 +1,7 @@
 /**
  * The web UI's static files (`ui/`: HTML pages, ES modules, CSS), read once into memory with a
  * gzip copy and an ETag each, and served by {@link uiRoutes}: on the API port under `/ui/`, on
- * `--ui-port` at the root (DESIGN section 9), and by `hearth manager` for its one page. Pages use
+ * `--ui-port` at the root (docs/ARCHITECTURE.md, "Web UI"), and by `hearth manager` for its one page. Pages use
  * relative asset paths (`./assets/...`), so the same files work under either prefix; API calls use
  * absolute paths (`/v1/...`), which the UI port hands to the API app in this process.
  *

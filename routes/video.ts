@@ -1,5 +1,5 @@
 /**
- * The Veo-compatible video API under `/v1beta` (DESIGN.md section 7), in the shapes the official
+ * The Veo-compatible video API under `/v1beta` (docs/ARCHITECTURE.md, "Video API"), in the shapes the official
  * `@google/genai` SDK reads: start (`models/{code}:predictLongRunning`), poll
  * (`models/{code}/operations/{id}`, also `operations/{id}`), list, file metadata and download.
  *

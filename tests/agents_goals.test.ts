@@ -1,5 +1,5 @@
 /**
- * Goals (DESIGN 6a) end to end: the real session service and routes on a loopback port, the
+ * Goals (docs/ARCHITECTURE.md, "Goals, orchestration, memory") end to end: the real session service and routes on a loopback port, the
  * scripted fixture CLI as the agent (its answers carry the `/goal ...` lines), events from the bus.
  * Covered: `/goal done` withheld until a checkpoint's evidence exists, the two-step pause gate,
  * the agent's cancel, the budget, the user's routes, a goal going on after a restart in the middle

@@ -1,5 +1,5 @@
 /**
- * Orchestration (DESIGN.md 6a) over a real agent service, its routes on a real Deno.serve and
+ * Orchestration (docs/ARCHITECTURE.md, "Goals, orchestration, memory") over a real agent service, its routes on a real Deno.serve and
  * real agent processes: the scripted CLI of tests/fixtures/agents/bin/script_agent.ts, driven by
  * the scripts of tests/fixtures/agents/scripts. Covers a FAIL-then-PASS checker, a worker that
  * crashes and falls back, a restart while a step hangs, cancelling the parent session, runs that

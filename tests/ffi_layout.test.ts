@@ -66,7 +66,7 @@ Deno.test("struct sizes and field offsets match include/llama.h", async () => {
   }
 });
 
-Deno.test("known sizes from DESIGN.md: 80, 160, 56", () => {
+Deno.test("known sizes of the llama.cpp ABI: 80, 160, 56", () => {
   const size = (n: string) => allLayouts.find((l) => l.name === n)!.size;
   assert.equal(size("llama_model_params"), 80);
   assert.equal(size("llama_context_params"), 160);

@@ -140,7 +140,7 @@ Deno.test("candidates: serve judges lazily, so a package is fetched only when ne
   assert.match(skipped.candidates[1].reason, /could not read .*cuda-ext.*: offline/);
 });
 
-Deno.test("gpu-check: the CLI prints DESIGN's JSON and a table; bad flags exit 2", async () => {
+Deno.test("gpu-check: the CLI prints the contract's JSON and a table; bad flags exit 2", async () => {
   const dataDir = gpuDataDir();
   const json = await hearth([
     "gpu-check",

@@ -1,5 +1,5 @@
 /**
- * Local agents (`"model": "local"`, DESIGN.md 4a): config validation, the launch spec each
+ * Local agents (`"model": "local"`, docs/ARCHITECTURE.md, "Local agents"): config validation, the launch spec each
  * provider gets (pure, no process), the service refusing to start without the server's endpoint,
  * and end to end: the real Claude Code and Codex CLIs from npm as local agents of a Hearth app
  * served in this process (the real routes, the real engine on a tiny model that ends its

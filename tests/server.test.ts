@@ -265,7 +265,7 @@ Deno.test("server: health, models, tokenize, completions", async (t) => {
       assertOpenAIError(await post(url, c, { prompt: "x", stop: 5 }), 400, /stop/);
       assertOpenAIError(await post(url, c, { prompt: "x", ignore_eos: "yes" }), 400, /ignore_eos/);
       assertOpenAIError(await post(url, c, { prompt: "x", logprobs: 21 }), 400, /logprobs/);
-      // An unknown field is accepted and named, never refused (DESIGN 4a).
+      // An unknown field is accepted and named, never refused (docs/ARCHITECTURE.md, "Inference API and the field policy").
       const unknown = await fetch(`${url}${c}`, {
         method: "POST",
         body: JSON.stringify({ prompt: "x", max_tokens: 1, wat: 1 }),

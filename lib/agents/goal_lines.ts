@@ -1,5 +1,5 @@
 /**
- * The lines an agent speaks to its goal with (DESIGN 6a), read out of a finished answer in order:
+ * The lines an agent speaks to its goal with (docs/ARCHITECTURE.md, "Goals, orchestration, memory"), read out of a finished answer in order:
  * `/goal checkpoint SUMMARY [evidence: PATH, ...]`, `/goal done`, `/goal pause REASON`,
  * `/goal cancel REASON`. A directive must stand on a line of its own (leading spaces, list
  * bullets, `>` quotes and backticks around it are tolerated, since models put them there); text

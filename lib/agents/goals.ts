@@ -1,5 +1,5 @@
 /**
- * Goals (DESIGN 6a): one persistent objective per session that keeps its agent working across
+ * Goals (docs/ARCHITECTURE.md, "Goals, orchestration, memory"): one persistent objective per session that keeps its agent working across
  * turns. While a goal is active, every finished turn of the session is read for the agent's
  * `/goal ...` lines (goal_lines.ts) and, unless the goal ended, followed after a short delay
  * (`goalDelaySeconds`) by a continuation prompt built from the objective, the last checkpoint and

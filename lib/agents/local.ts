@@ -1,5 +1,5 @@
 /**
- * Local agents (DESIGN.md 4a): an agent configured with `"model": "local"` runs its CLI against
+ * Local agents (docs/ARCHITECTURE.md, "Local agents"): an agent configured with `"model": "local"` runs its CLI against
  * this server's own inference endpoint, so a coding agent works on Hearth's model. Any other
  * `model` string is handed to the CLI as its model flag as-is.
  *

@@ -1,5 +1,5 @@
 /**
- * Agent memory (DESIGN.md section 6a): markdown notes kept as `<dir>/NAME.md`, searchable through
+ * Agent memory (docs/ARCHITECTURE.md, "Goals, orchestration, memory"): markdown notes kept as `<dir>/NAME.md`, searchable through
  * a SQLite FTS5 index at `<dir>/.index.db`. The files are the source of truth: people edit them
  * with any editor, back them up, put them under git. The index is a cache that can be deleted at
  * any time; opening the memory reconciles it with the directory (by mtime and size), and a

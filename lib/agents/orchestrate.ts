@@ -1,5 +1,5 @@
 /**
- * Orchestration (DESIGN.md 6a): one task split across agents. A planner agent answers with a
+ * Orchestration (docs/ARCHITECTURE.md, "Goals, orchestration, memory"): one task split across agents. A planner agent answers with a
  * numbered list, workers run the steps (a session each, in parallel up to `maxParallelWorkers`),
  * a checker judges the result (`PASS` or `FAIL: WHY` on its first line) and a `FAIL` sends the
  * work back to build as one fix step, for at most `maxRounds` rounds. Every agent turn goes

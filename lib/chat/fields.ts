@@ -1,5 +1,5 @@
 /**
- * The field policy every dialect shares (DESIGN 4a): what changes generation is honoured or
+ * The field policy every dialect shares (docs/ARCHITECTURE.md, "Inference API and the field policy"): what changes generation is honoured or
  * refused by name; hints, metadata and fields nobody here knows are accepted, and named in the
  * `x-hearth-ignored-fields` response header and in the log, so a client is never refused for a
  * field it was right to send and a person can still see what had no effect.

@@ -1,5 +1,5 @@
 /**
- * The `serve` flags of DESIGN.md section 3: one table drives parsing, validation (Zod), `--help`
+ * The `serve` flags (docs/ARCHITECTURE.md, "Commands and flags"): one table drives parsing, validation (Zod), `--help`
  * and the start-up refusal of flags whose feature this build cannot do. Parsing never exits; it
  * returns a one-line message that `main.ts` prints before exiting with status 2.
  *

@@ -1,5 +1,5 @@
 /**
- * The event bus of the agent channel (DESIGN.md section 6): every public event gets the next id
+ * The event bus of the agent channel (docs/ARCHITECTURE.md, "Event channel"): every public event gets the next id
  * of one monotonically increasing sequence and lands in a ring of the last 1000; internal topics
  * (`trace`) get no id, never enter the ring and reach only listeners that ask for them. Publishing
  * calls listeners synchronously and never waits on them: a transport that cannot keep up must

@@ -1,5 +1,5 @@
 /**
- * Listener management for the agent event channel (DESIGN.md section 6), whatever the transport:
+ * Listener management for the agent event channel (docs/ARCHITECTURE.md, "Event channel"), whatever the transport:
  * the listener cap, the replay-then-live splice, the shared heartbeat and the slow-client policy.
  * A transport (SSE, WebSocket) hands in an {@link Outlet} that queues bytes for one client without
  * ever waiting; after each message the fanout reads the outlet's backlog and drops a client that

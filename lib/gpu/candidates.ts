@@ -1,5 +1,5 @@
 /**
- * The build decision of DESIGN's GPU contract, from facts: for each candidate in order (the
+ * The build decision (docs/ARCHITECTURE.md, "GPU hosts"), from facts: for each candidate in order (the
  * prebuilt CUDA 13 build, the prebuilt CUDA 12 fallback, a cached source build, the CPU build)
  * read what GPU code its `libggml-cuda.so` carries (`fatbin.ts`), judge it against every visible
  * GPU and the driver (`verdict.ts`), and check that the runtime libraries it links load. The first

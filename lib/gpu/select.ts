@@ -1,5 +1,5 @@
 /**
- * Which llama.cpp build `serve` loads (DESIGN's GPU contract). With no GPU visible: the CPU build,
+ * Which llama.cpp build `serve` loads (docs/ARCHITECTURE.md, "GPU hosts"). With no GPU visible: the CPU build,
  * without fetching anything. With GPUs: the candidates in order (prebuilt CUDA 13, prebuilt CUDA
  * 12 fallback, a cached source build, the CPU build) are judged from facts (`candidates.ts`);
  * when none of the GPU ones can run and a CUDA toolkit is present, a source build is made first

@@ -1,5 +1,5 @@
 /**
- * The video operations service behind `/v1beta` (DESIGN.md section 7): start (validate with the
+ * The video operations service behind `/v1beta` (docs/ARCHITECTURE.md, "Video API"): start (validate with the
  * rules table, apply the blocklist, persist, enqueue), a pool of `workers` renderers, polling,
  * listing, file lookup for downloads, restart recovery and retention.
  *

@@ -1,5 +1,5 @@
 /**
- * The Veo rule tables (DESIGN.md section 7): one record per model family, one line per documented
+ * The Veo rule tables (docs/ARCHITECTURE.md, "Video API"): one record per model family, one line per documented
  * rule, so a reviewer can hold each line against Google's "Generate videos with Veo 3.1 in the
  * Gemini API" page (parameter table, "Model features", "Limitations", "Extending Veo videos").
  * Nothing here decides anything: `rules.ts` walks these records. Per-model exceptions (Lite) are

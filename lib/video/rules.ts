@@ -1,5 +1,5 @@
 /**
- * The validator of `POST /v1beta/models/{code}:predictLongRunning` bodies (DESIGN.md section 7).
+ * The validator of `POST /v1beta/models/{code}:predictLongRunning` bodies (docs/ARCHITECTURE.md, "Video API").
  * It walks the model's record in `rule_tables.ts`: every decision about what a model accepts lives
  * in that table, and this module only reads the wire shapes, picks the mode from the instance
  * fields present, and reports the first rule broken as Google's API does: a 400

@@ -1,5 +1,5 @@
 /**
- * The agents page (DESIGN.md section 9, `/agents`): the sessions of the coding-agent CLIs this
+ * The agents page (docs/ARCHITECTURE.md, "Web UI", `/agents`): the sessions of the coding-agent CLIs this
  * server runs, one session's history, and its live runs as the event channel reports them.
  *
  * - Sidebar: combobox "Agent" (from `GET /api/agents`), button "New session", list "Sessions"

@@ -1,5 +1,5 @@
 /**
- * The agent event channel as a page uses it (DESIGN.md sections 6 and 9), in one place:
+ * The agent event channel as a page uses it (docs/ARCHITECTURE.md, "Event channel" and "Web UI"), in one place:
  *
  * - `GET /api/events` read with `fetch` (so the API key goes in `Authorization`), resuming from the
  *   last event id seen (`Last-Event-ID`). The stream counts as open once it is a 200

@@ -1,5 +1,5 @@
 /**
- * The chat page (`/`, DESIGN section 9): streams `/v1/chat/completions` into an `article`
+ * The chat page (`/`, docs/ARCHITECTURE.md, "Web UI"): streams `/v1/chat/completions` into an `article`
  * "assistant" per reply (Markdown repainted at most once per animation frame), with Stop (aborts
  * the fetch, so the server frees the sequence), the reply's reasoning folded under "Thinking", its
  * tool calls, tokens and tokens/s, API errors in the API's own words, settings (temperature, max

@@ -1,5 +1,5 @@
 /**
- * The stdout adapter of each provider (DESIGN.md section 6): how to launch its CLI for one prompt
+ * The stdout adapter of each provider (docs/ARCHITECTURE.md, "Event channel"): how to launch its CLI for one prompt
  * and how to turn its stdout lines into public agent events.
  *
  * @example
