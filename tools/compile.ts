@@ -1,8 +1,14 @@
 /**
  * `deno task compile`: writes `dist/hearth`, one executable file that carries the Deno runtime,
- * Hearth's sources, its npm dependencies, the prebuilt llama.cpp libraries and a warm module
- * cache. On first run it unpacks itself by content hash into `<data-dir>/runtime/<hash>/` and
- * loads everything from there, so `dist/hearth serve ...` behaves like `deno task serve ...`.
+ * Hearth's sources, the npm packages the product imports (and nothing that only tests or benches
+ * use), the prebuilt llama.cpp libraries and a warm module cache. On first run it unpacks itself by
+ * content hash into `<data-dir>/runtime/<hash>/` and loads everything from there, so
+ * `dist/hearth serve ...` behaves like `deno task serve ...`.
+ *
+ * The payload's `deno.json` is the project's with only the product's imports (`productImports`)
+ * and `"nodeModulesDir": "manual"`; its `node_modules` is a fresh `deno install` of those, taken
+ * from Deno's npm cache (the network only when a package is missing there), so test-only packages
+ * (`playwright-core`, `openai`, the provider SDKs) stay out.
  *
  * Why not `deno compile`: it needs the `denort` base runtime, which it downloads from
  * dl.deno.land; that host is unreachable here and `denort` is not on npm (the full `deno` binary
@@ -11,25 +17,81 @@
  *
  * @example
  * ```sh
- * deno run -A lib/build/compile.ts            # writes dist/hearth
+ * deno run -A tools/compile.ts                # writes dist/hearth
  * dist/hearth serve --port 8000
  * ```
  * @module
  */
 
-const root = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
+const root = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
 
-/** What goes into the payload, relative to the project root. */
-const APP_ENTRIES = [
-  "main.ts",
-  "deno.json",
-  "deno.lock",
-  "routes",
-  "ffi",
-  "lib",
-  "ui",
-  "node_modules",
-];
+/** What goes into the payload, relative to the project root (`node_modules` is installed anew). */
+const APP_ENTRIES = ["main.ts", "deno.lock", "routes", "ffi", "lib", "ui"];
+
+/**
+ * npm packages the product loads by path rather than by import: the prebuilt llama.cpp libraries
+ * (`PREBUILT_SUBDIR` in `ffi/library.ts`).
+ */
+const LOADED_BY_PATH = ["@node-llama-cpp/linux-x64"];
+
+/** Bare module specifiers (not relative, not `node:`/`npm:`/URLs) a source imports or re-exports. */
+export function bareSpecifiers(source: string): string[] {
+  const specs = new Set<string>();
+  const patterns = [
+    /\bfrom\s+["']([^"'./][^"']*)["']/g,
+    /\bimport\s*\(\s*["']([^"'./][^"']*)["']/g,
+    /\bimport\s+["']([^"'./][^"']*)["']/g,
+  ];
+  for (const re of patterns) {
+    for (const m of source.matchAll(re)) if (!/^[a-z]+:/.test(m[1])) specs.add(m[1]);
+  }
+  return [...specs];
+}
+
+/**
+ * The entries of `imports` (a `deno.json` import map) that `specifiers` use, plus the packages in
+ * `LOADED_BY_PATH`. A key ending in `/` maps every specifier under it.
+ */
+export function productImports(
+  imports: Record<string, string>,
+  specifiers: Iterable<string>,
+): Record<string, string> {
+  const used = new Set(specifiers);
+  const keep = (key: string) =>
+    LOADED_BY_PATH.includes(key) ||
+    (key.endsWith("/") ? [...used].some((s) => s.startsWith(key)) : used.has(key));
+  return Object.fromEntries(Object.entries(imports).filter(([key]) => keep(key)));
+}
+
+/** Every bare specifier in the product's sources (the `APP_ENTRIES`' `.ts`/`.tsx`/`.js` files). */
+async function productSpecifiers(): Promise<Set<string>> {
+  const out = new Set<string>();
+  const visit = async (path: string) => {
+    const st = await Deno.stat(path);
+    if (st.isDirectory) {
+      for await (const e of Deno.readDir(path)) await visit(`${path}/${e.name}`);
+    } else if (/\.(ts|tsx|js|mjs)$/.test(path)) {
+      for (const s of bareSpecifiers(await Deno.readTextFile(path))) out.add(s);
+    }
+  };
+  for (const e of APP_ENTRIES) await visit(`${root}/${e}`);
+  return out;
+}
+
+/**
+ * The payload's `deno.json`: the project's, with only the product's imports, no tasks (they name
+ * tools and tests the payload does not carry), and a `node_modules` that is used as unpacked,
+ * never installed into at run time.
+ */
+export async function productConfig(): Promise<Record<string, unknown>> {
+  const config = JSON.parse(await Deno.readTextFile(`${root}/deno.json`));
+  const { tasks: _tasks, ...rest } = config;
+  return {
+    ...rest,
+    nodeModulesDir: "manual",
+    imports: productImports(config.imports ?? {}, await productSpecifiers()),
+  };
+}
 
 async function run(cmd: string, args: string[], env?: Record<string, string>): Promise<void> {
   const out = await new Deno.Command(cmd, { args, env, stdout: "inherit", stderr: "piped" })
@@ -40,27 +102,26 @@ async function run(cmd: string, args: string[], env?: Record<string, string>): P
 }
 
 /**
- * A file another deno process (a test, `deno install`) creates and removes in `node_modules/.deno`
- * while it waits for the npm cache lock: handed to `cp` by a glob, it can be gone by the time `cp`
- * reaches it, and the build fails with "cannot stat".
+ * Copies the app entries into `dest`, writes the product's `deno.json` there and installs its npm
+ * packages into `dest/node_modules` (quietly: the build prints one line when done).
  */
-const TRANSIENT = new Set([".deno.lock.poll"]);
-
-/** `cp -a` of the app entries into `dest`, leaving out `TRANSIENT` files of `node_modules/.deno`. */
-async function copyApp(dest: string): Promise<void> {
-  const entries = APP_ENTRIES.filter((e) => e !== "node_modules");
-  await run("cp", ["-a", ...entries.map((e) => `${root}/${e}`), `${dest}/`]);
-  const modules = `${root}/node_modules`;
-  const names = async (dir: string, skip: (n: string) => boolean) => {
-    const out: string[] = [];
-    for await (const e of Deno.readDir(dir)) if (!skip(e.name)) out.push(`${dir}/${e.name}`);
-    return out;
-  };
-  await Deno.mkdir(`${dest}/node_modules/.deno`, { recursive: true });
-  const top = await names(modules, (n) => n === ".deno");
-  if (top.length) await run("cp", ["-a", ...top, `${dest}/node_modules/`]);
-  const store = await names(`${modules}/.deno`, (n) => TRANSIENT.has(n));
-  if (store.length) await run("cp", ["-a", ...store, `${dest}/node_modules/.deno/`]);
+async function stageApp(dest: string): Promise<void> {
+  await run("cp", ["-a", ...APP_ENTRIES.map((e) => `${root}/${e}`), `${dest}/`]);
+  await Deno.writeTextFile(
+    `${dest}/deno.json`,
+    JSON.stringify(await productConfig(), null, 2) + "\n",
+  );
+  // Deno's own npm cache (DENO_DIR as the caller has it) supplies the packages; the lockfile is
+  // pruned to the product's.
+  const install = await new Deno.Command(Deno.execPath(), {
+    args: ["install", "--quiet"],
+    cwd: dest,
+    stdout: "inherit",
+    stderr: "piped",
+  }).output();
+  if (!install.success) {
+    throw new Error(`deno install failed:\n${new TextDecoder().decode(install.stderr)}`);
+  }
 }
 
 async function sha256File(path: string): Promise<string> {
@@ -96,10 +157,36 @@ fi
 export DENO_DIR="$rt/deno_dir"
 export HEARTH_RUNTIME_DIR="$rt"
 export DENO_NO_UPDATE_CHECK=1
-exec "$rt/deno" run -A --cached-only --config "$rt/app/deno.json" "$rt/app/main.ts" "$@"
+exec "$rt/deno" run -A --cached-only --unstable-no-legacy-abort --config "$rt/app/deno.json" "$rt/app/main.ts" "$@"
 exit 0
 __HEARTH_PAYLOAD__
 `;
+}
+
+/** The paths in an executable's payload, as `tar` names them (`./app/main.ts`, ...). */
+export async function payloadEntries(path: string): Promise<string[]> {
+  const bytes = await Deno.readFile(path);
+  const marker = new TextEncoder().encode("\n__HEARTH_PAYLOAD__\n");
+  let at = -1;
+  for (let i = bytes.indexOf(marker[0]); i >= 0; i = bytes.indexOf(marker[0], i + 1)) {
+    if (marker.every((b, k) => bytes[i + k] === b)) {
+      at = i + marker.length;
+      break;
+    }
+  }
+  if (at < 0) throw new Error(`${path}: no payload marker`);
+  const tar = new Deno.Command("tar", { args: ["tzf", "-"], stdin: "piped", stdout: "piped" })
+    .spawn();
+  const [, out] = await Promise.all([
+    (async () => {
+      const w = tar.stdin.getWriter();
+      await w.write(bytes.subarray(at));
+      await w.close();
+    })(),
+    tar.output(),
+  ]);
+  if (!out.success) throw new Error(`tar tzf failed on ${path}'s payload`);
+  return new TextDecoder().decode(out.stdout).split("\n").filter((l) => l !== "");
 }
 
 export async function compile(
@@ -110,7 +197,7 @@ export async function compile(
   const stage = await Deno.makeTempDir({ dir: dist, prefix: ".stage-" });
   try {
     await Deno.mkdir(`${stage}/app`);
-    await copyApp(`${stage}/app`);
+    await stageApp(`${stage}/app`);
     await Deno.copyFile(Deno.execPath(), `${stage}/deno`);
     await Deno.chmod(`${stage}/deno`, 0o755);
     // Warm the module cache (type-checked once here) so the first run needs no network.
