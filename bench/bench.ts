@@ -43,9 +43,8 @@ import {
   setBatchSize,
   type Threadpool,
 } from "../ffi/mod.ts";
-import { makeModel } from "../lib/gguf/mod.ts";
-import { startServer } from "../tests/support/server.ts";
-import { sourceCacheDir } from "../lib/source/llama_source.ts";
+import { startServer } from "../tools/server_process.ts";
+import { benchModel } from "./support/models.ts";
 import { BENCH_SCHEMA } from "./schema.ts";
 import { type SpeculativeRow, speculativeRows } from "./speculative.ts";
 import {
@@ -265,21 +264,6 @@ function perToken(a: LoopBreakdown, b: LoopBreakdown): LoopBreakdown {
   const n = b.tokens - a.tokens;
   const d = (k: "decode" | "sample" | "io" | "other") => (b[k] - a[k]) / n;
   return { decode: d("decode"), sample: d("sample"), io: d("io"), other: d("other"), tokens: n };
-}
-
-export async function benchModel(): Promise<string> {
-  const dir = `${sourceCacheDir()}/bench`;
-  const path = `${dir}/hearth-small-q8_0.gguf`;
-  try {
-    await Deno.stat(path);
-    return path;
-  } catch {
-    await Deno.mkdir(dir, { recursive: true });
-    console.error("bench: writing the small preset (once)...");
-    await makeModel({ preset: "small", out: `${path}.tmp` });
-    await Deno.rename(`${path}.tmp`, path);
-    return path;
-  }
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];

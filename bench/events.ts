@@ -19,7 +19,7 @@
  * ```
  * @module
  */
-import { freePort, superviseServer } from "../tests/support/server.ts";
+import { freePort, superviseServer } from "../tools/server_process.ts";
 
 export type EventsBenchOptions = {
   listeners: number;

@@ -13,8 +13,9 @@
  * ```
  * @module
  */
-import { benchModel, percentile, streamCompletion } from "./bench.ts";
-import { startServer } from "../tests/support/server.ts";
+import { percentile, streamCompletion } from "./bench.ts";
+import { benchModel } from "./support/models.ts";
+import { startServer } from "../tools/server_process.ts";
 
 type Opts = {
   streams: number;

@@ -19,7 +19,7 @@
  * @module
  */
 import { llamaSourceDir, sourceCacheDir } from "../lib/source/llama_source.ts";
-import { freePort, superviseServer } from "../tests/support/server.ts";
+import { freePort, superviseServer } from "../tools/server_process.ts";
 import { cmakeBuild, exists } from "../lib/source/cmake.ts";
 
 export type PeerBuild = {

@@ -2,7 +2,7 @@
  * Speculative decoding (`--mtp N`) measured in-process on the engine: greedy generation with and
  * without drafts, the acceptance rate and the speed-up, on two kinds of text:
  *
- * - **repeating**: the context-free test model (`tests/support/mtp_model.ts`: its trunk ignores
+ * - **repeating**: the context-free tiny MTP model (`bench/support/models.ts`: its trunk ignores
  *   context, so greedy text falls into a cycle), prompted with that cycle, with prompt-lookup
  *   drafts: output that repeats its input, as a code edit or a quote does;
  * - **oracle**: the bench model with drafts taken from a first, draft-free run of the same
@@ -21,7 +21,7 @@ import { loadEngineModel, unloadEngineModel } from "../lib/engine/model.ts";
 import { defaultSampling } from "../lib/engine/sampling.ts";
 import type { SchedulerOptions } from "../lib/engine/scheduler.ts";
 import { inProcessScheduler } from "../tests/support/in_process.ts";
-import { mtpModelPath } from "../tests/support/mtp_model.ts";
+import { mtpModelPath } from "./support/models.ts";
 
 export type SpeculativeRow = {
   text: "repeating" | "oracle";
