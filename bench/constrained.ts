@@ -22,7 +22,7 @@ import { clearMaskCache, maskStats } from "../lib/engine/grammar_mask.ts";
 import { loadEngineModel } from "../lib/engine/model.ts";
 import { defaultSampling } from "../lib/engine/sampling.ts";
 import type { GenRequest } from "../lib/engine/scheduler.ts";
-import { inProcessScheduler } from "../tests/support/in_process.ts";
+import { inProcessScheduler } from "../lib/engine/in_process.ts";
 import { BENCH_SCHEMA } from "./schema.ts";
 
 const { values } = parseArgs({

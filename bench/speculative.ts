@@ -20,7 +20,7 @@
 import { loadEngineModel, unloadEngineModel } from "../lib/engine/model.ts";
 import { defaultSampling } from "../lib/engine/sampling.ts";
 import type { SchedulerOptions } from "../lib/engine/scheduler.ts";
-import { inProcessScheduler } from "../tests/support/in_process.ts";
+import { inProcessScheduler } from "../lib/engine/in_process.ts";
 import { mtpModelPath } from "./support/models.ts";
 
 export type SpeculativeRow = {

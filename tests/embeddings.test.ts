@@ -16,7 +16,7 @@ import type { ServerState } from "../routes/state.ts";
 import { tokenizeText } from "../lib/engine/tokens.ts";
 import { createApp } from "../routes/app.ts";
 import { inProcessState } from "./support/app.ts";
-import { inProcessScheduler } from "./support/in_process.ts";
+import { inProcessScheduler } from "../lib/engine/in_process.ts";
 
 type Served = { url: string; state: ServerState; client: OpenAI };
 

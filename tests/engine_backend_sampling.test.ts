@@ -9,7 +9,7 @@ import { onAccelerator } from "../lib/engine/devices.ts";
 import { loadEngineModel, unloadEngineModel } from "../lib/engine/model.ts";
 import { defaultSampling, type Sampling } from "../lib/engine/sampling.ts";
 import type { GenRequest } from "../lib/engine/scheduler.ts";
-import { inProcessScheduler } from "./support/in_process.ts";
+import { inProcessScheduler } from "../lib/engine/in_process.ts";
 import { tinyModelPath } from "./support/models.ts";
 import { greedyCompletion, metric, startTinyServer } from "./support/server.ts";
 import { streamText as text } from "./support/tiny_engine.ts";

@@ -8,7 +8,7 @@ import { defaultSampling, type Sampling } from "../lib/engine/sampling.ts";
 import type { GenRequest, Scheduler } from "../lib/engine/scheduler.ts";
 import { lookupDraft } from "../lib/engine/lookup.ts";
 import { newMetrics, renderMetrics } from "../lib/engine/metrics.ts";
-import { inProcessScheduler } from "./support/in_process.ts";
+import { inProcessScheduler } from "../lib/engine/in_process.ts";
 import { tinyModelPath } from "./support/models.ts";
 import { mtpModelPath } from "./support/mtp_model.ts";
 

@@ -8,7 +8,7 @@ import { defaultSampling, type Sampling } from "../lib/engine/sampling.ts";
 import type { GenRequest } from "../lib/engine/scheduler.ts";
 import { memorySeqPosMax } from "../ffi/mod.ts";
 import { tinyModelPath } from "./support/models.ts";
-import { inProcessScheduler } from "./support/in_process.ts";
+import { inProcessScheduler } from "../lib/engine/in_process.ts";
 import { streamText as text } from "./support/tiny_engine.ts";
 import { greedyCompletion, metric, startTinyServer } from "./support/server.ts";
 

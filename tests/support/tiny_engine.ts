@@ -11,7 +11,7 @@
  */
 import { type EngineModel, loadEngineModel } from "../../lib/engine/model.ts";
 import type { GenEvent, Scheduler } from "../../lib/engine/scheduler.ts";
-import { inProcessScheduler } from "./in_process.ts";
+import { inProcessScheduler } from "../../lib/engine/in_process.ts";
 import { tinyModelPath } from "./models.ts";
 
 let shared: Promise<{ m: EngineModel; engine: Scheduler }> | undefined;

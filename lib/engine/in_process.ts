@@ -10,18 +10,16 @@
  * @example
  * ```ts
  * import { inProcessScheduler } from "./in_process.ts";
+ * declare const model: import("./model.ts").EngineModel;
+ * declare const req: import("./scheduler.ts").GenRequest;
  * const engine = inProcessScheduler(model, { draftTokens: 3 });
  * for await (const ev of engine.submit(req)) if (ev.type === "text") console.log(ev.text);
  * ```
  * @module
  */
 import { setImmediate } from "node:timers";
-import type { EngineModel } from "../../lib/engine/model.ts";
-import {
-  createScheduler,
-  type LocalScheduler,
-  type SchedulerOptions,
-} from "../../lib/engine/scheduler.ts";
+import type { EngineModel } from "./model.ts";
+import { createScheduler, type LocalScheduler, type SchedulerOptions } from "./scheduler.ts";
 
 /** One event-loop turn: every microtask queued so far (a consumer's `for await`) runs first. */
 export function nextTurn(): Promise<void> {
