@@ -50,6 +50,7 @@ import {
 } from "./lib/source/cuda_build.ts";
 import { runBuildCuda } from "./lib/cli/build_cuda.ts";
 import { runGpuCheck } from "./lib/cli/gpu_check.ts";
+import { runLaunch } from "./lib/cli/launch.ts";
 import { startupNotes } from "./lib/cli/startup_notes.ts";
 import { readCudaDriver } from "./ffi/cuda_driver.ts";
 import { lastLoadStackBytes } from "./ffi/load_thread.ts";
@@ -454,6 +455,9 @@ if (import.meta.main) {
         await runBuildCuda(rest, { defaultDataDir: defaultDataDir(), nativeArch }),
       );
       break;
+    case "launch":
+      Deno.exit(await runLaunch(rest));
+      break;
     case "gpu-probe":
       // Internal: the driver's facts for `lib/gpu/probe.ts`, asked in this child process.
       try {
@@ -486,7 +490,7 @@ if (import.meta.main) {
       die(
         `unknown command ${
           JSON.stringify(command)
-        } (commands: serve, manager, rpc-server, make-model, gpu-check, build-cuda; see --help)`,
+        } (commands: serve, launch, manager, rpc-server, make-model, gpu-check, build-cuda; see --help)`,
       );
   }
 }

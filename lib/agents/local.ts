@@ -101,15 +101,24 @@ export class LocalEndpointMissing extends Error {
 /** A TOML basic string (JSON's escapes are a subset of TOML's). */
 const toml = (s: string) => JSON.stringify(s);
 
-/** The `-c key=value` overrides that point Codex at this server. */
-export function codexLocalOverrides(local: LocalEndpoint): string[] {
+/**
+ * The `-c key=value` overrides that point Codex at this server. `envKey: false` leaves out
+ * `env_key` (a server without `--api-key` needs none, and Codex refuses to start when the
+ * variable `env_key` names is unset).
+ */
+export function codexLocalOverrides(
+  local: LocalEndpoint,
+  o: { envKey?: boolean } = {},
+): string[] {
   const base = local.baseUrl.replace(/\/+$/, "");
   const pairs: [string, string][] = [
     ["model_provider", toml("hearth")],
     ["model_providers.hearth.name", toml("Hearth")],
     ["model_providers.hearth.base_url", toml(`${base}/v1`)],
     ["model_providers.hearth.wire_api", toml("responses")],
-    ["model_providers.hearth.env_key", toml(CODEX_KEY_ENV)],
+    ...(o.envKey === false
+      ? []
+      : [["model_providers.hearth.env_key", toml(CODEX_KEY_ENV)] as [string, string]]),
     ["model", toml(local.modelId)],
     ["check_for_update_on_startup", "false"],
     ["analytics.enabled", "false"],
@@ -137,7 +146,7 @@ export function claudeLocalEnv(local: LocalEndpoint): Record<string, string> {
 }
 
 /** Claude Code settings that keep a local agent from calling anywhere but this server. */
-const CLAUDE_QUIET_ENV: Readonly<Record<string, string>> = {
+export const CLAUDE_QUIET_ENV: Readonly<Record<string, string>> = {
   CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
   DISABLE_AUTOUPDATER: "1",
   DISABLE_TELEMETRY: "1",

@@ -391,6 +391,8 @@ export function helpText(): string {
   });
   return [
     "Usage: hearth serve [flags]",
+    "       hearth launch claude|codex|opencode [--host H] [--port P] [--api-key K] [--print] [-- ARGS]",
+    "                         (your coding-agent CLI on this server's model; `hearth launch --help`)",
     "       hearth manager --workers URL,URL [--port 8002] (see `hearth manager --help`)",
     "       hearth rpc-server [--host 127.0.0.1] [--port 50052] (see `hearth rpc-server --help`)",
     "       hearth gpu-check [--compute X.Y] [--cuda-driver M.m] [--smoke] [--json] [--data-dir DIR]",
