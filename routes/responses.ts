@@ -26,6 +26,7 @@ import {
   type ResponseItem,
   responsesConversation,
   responseSegments,
+  type ToolOrigins,
 } from "../lib/chat/responses.ts";
 import { collectLoop, type LoopEvent } from "../lib/chat/tool_loop.ts";
 import { planTurn, startTurn, turnError, turnReady } from "../lib/chat/turn.ts";
@@ -192,7 +193,7 @@ async function respond(
     ignored: mapped.ignored,
     mcp: attach,
     toolChoiceGiven: b.tool_choice != null,
-    toolParam: (i) => `tools[${i}]`,
+    toolParam: (i) => mapped.toolParams[i] ?? `tools[${i}]`,
     promptParam: "input",
     gen: {
       maxTokens: b.max_output_tokens ?? undefined,
@@ -264,7 +265,7 @@ async function respond(
   };
 
   if (b.stream) {
-    return sseResponse(streamEvents(reply, shell, summary, finished), {
+    return sseResponse(streamEvents(reply, shell, summary, finished, mapped.origins), {
       format: (frame) => frame,
       bufferLimit: state.sseBufferLimit,
     });
@@ -276,7 +277,7 @@ async function respond(
     state.chatLog?.({ route: c.req.path, request: b, response: { error: why }, status: 500 });
     return openaiError(c, 500, `generation failed: ${why}`);
   }
-  return c.json(await finished(responseSegments(r.segments, summary), r.end));
+  return c.json(await finished(responseSegments(r.segments, summary, mapped.origins), r.end));
 }
 
 async function* streamEvents(
@@ -287,13 +288,14 @@ async function* streamEvents(
     output: ResponseItem[],
     end: Extract<ChatEvent, { type: "end" }>,
   ) => Promise<Record<string, unknown>>,
+  origins?: ToolOrigins,
 ): AsyncGenerator<string> {
   let seq = 0;
   const frame = (ev: Record<string, unknown>) =>
     `event: ${ev.type}\ndata: ${JSON.stringify({ ...ev, sequence_number: seq++ })}\n\n`;
   yield frame({ type: "response.created", response: shell });
   yield frame({ type: "response.in_progress", response: shell });
-  const events = newResponseEvents(summary);
+  const events = newResponseEvents(summary, origins);
   for await (const ev of reply) {
     if (ev.type === "error") {
       yield frame({

@@ -70,6 +70,7 @@ import {
   regexToExpr,
   regexWithLength,
 } from "./regex.ts";
+import { LARK_KEYWORD, larkExpr } from "./lark.ts";
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 type Schema = boolean | { [k: string]: Json };
@@ -789,6 +790,7 @@ function lengthKeyword(s: { [k: string]: Json }, kw: string, path: string): numb
 }
 
 function compileString(ctx: Ctx, s: { [k: string]: Json }, path: string): Expr {
+  if (LARK_KEYWORD in s) return larkString(ctx, s, path);
   const minLength = lengthKeyword(s, "minLength", path) ?? 0;
   const maxLength = lengthKeyword(s, "maxLength", path) ?? Infinity;
   if (minLength > maxLength) {
@@ -839,6 +841,25 @@ function compileString(ctx: Ctx, s: { [k: string]: Json }, path: string): Expr {
     throw unsatisfiable(kw, `no string matches the ${kw} within the length bounds`, ptr(path, kw));
   }
   return seq(lit('"'), body, lit('"'));
+}
+
+/**
+ * A string whose content is derived by a Lark grammar (Hearth's own keyword, set for a `custom`
+ * tool's input by `lib/chat/responses.ts`): the grammar over the JSON-escaped characters.
+ */
+function larkString(ctx: Ctx, s: { [k: string]: Json }, path: string): Expr {
+  const at = ptr(path, LARK_KEYWORD);
+  if (typeof s[LARK_KEYWORD] !== "string") err(LARK_KEYWORD, "must be a Lark grammar", at);
+  for (const kw of ["minLength", "maxLength", "pattern", "format"]) {
+    if (kw in s) unsupported(kw, path, `${kw} together with ${LARK_KEYWORD}`);
+  }
+  try {
+    const body = larkExpr(ctx.g, s[LARK_KEYWORD] as string, jsonChar, baseName(at));
+    return seq(lit('"'), body, lit('"'));
+  } catch (e) {
+    if (!isConstraintError(e)) throw e;
+    err(e.keyword, e.message, at);
+  }
 }
 
 /**

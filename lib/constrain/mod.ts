@@ -25,6 +25,7 @@ export { type ConstraintError, constraintError, isConstraintError } from "./erro
 export { choiceToGbnf } from "./choice.ts";
 export { parseRegex, regexToGbnf } from "./regex.ts";
 export { FORMATS, jsonObjectGbnf, jsonSchemaToGbnf } from "./json_schema.ts";
+export { LARK_KEYWORD, larkToGbnf } from "./lark.ts";
 export { charClass, charSet, literal } from "./gbnf.ts";
 export { guardGbnf } from "./gbnf_guard.ts";
 
