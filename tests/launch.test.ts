@@ -60,7 +60,9 @@ Deno.test("launch plan: Claude Code gets the server, the model, the window and l
   assert.equal(p.command, "claude");
   assert.deepEqual(p.args, ["-p", "hi"], "the user's arguments, untouched");
   assert.equal(p.env.ANTHROPIC_BASE_URL, "http://127.0.0.1:8123");
-  assert.equal(p.env.ANTHROPIC_API_KEY, SECRET);
+  // A Bearer token: with ANTHROPIC_API_KEY an interactive Claude Code checks api.anthropic.com.
+  assert.equal(p.env.ANTHROPIC_AUTH_TOKEN, SECRET);
+  assert.equal(p.env.ANTHROPIC_API_KEY, undefined);
   for (
     const k of [
       "ANTHROPIC_MODEL",
@@ -82,13 +84,13 @@ Deno.test("launch plan: Claude Code gets the server, the model, the window and l
       "CLAUDE_STREAM_FIRST_BYTE_TIMEOUT_MS",
     ]
   ) assert.equal(p.env[k], String(STREAM_TIMEOUT_MS), k);
-  for (const k of ["ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK"]) {
+  for (const k of ["ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK"]) {
     assert.ok(p.unsetEnv.includes(k), k);
   }
   assert.equal(p.secret, SECRET);
 
   const open = launchPlan("claude", { ...local, baseUrl: "http://127.0.0.1:8123/" });
-  assert.equal(open.env.ANTHROPIC_API_KEY, PLACEHOLDER_API_KEY, "Claude Code insists on a key");
+  assert.equal(open.env.ANTHROPIC_AUTH_TOKEN, PLACEHOLDER_API_KEY, "Claude Code insists on a key");
   assert.equal(open.env.ANTHROPIC_BASE_URL, "http://127.0.0.1:8123");
   assert.equal(open.secret, undefined);
   assert.deepEqual(open.args, []);
@@ -159,7 +161,7 @@ async function exportedBy(printed: string): Promise<Record<string, string>> {
   const out = await new Deno.Command("sh", {
     args: ["-c", `${lines.join("\n")}\nenv -0`],
     clearEnv: true,
-    env: { ANTHROPIC_AUTH_TOKEN: "inherited" },
+    env: { ANTHROPIC_API_KEY: "inherited" },
     stdout: "piped",
   }).output();
   assert.ok(out.success);
@@ -275,7 +277,7 @@ Deno.test({
         assert.match(claude.stdout, new RegExp(`^export ANTHROPIC_BASE_URL=${srv.url}$`, "m"));
         assert.match(claude.stdout, new RegExp(`^export ANTHROPIC_MODEL=${id}$`, "m"));
         assert.match(claude.stdout, /^export CLAUDE_CODE_MAX_CONTEXT_TOKENS=32768$/m);
-        assert.match(claude.stdout, /^export ANTHROPIC_API_KEY='sk-\*\*\*'$/m);
+        assert.match(claude.stdout, /^export ANTHROPIC_AUTH_TOKEN='sk-\*\*\*'$/m);
         const codex = await launch(["codex", ...withKey, "--print"], env);
         assert.match(codex.stdout, /-c model_context_window=32768/);
         assert.match(codex.stdout, new RegExp(`-c 'model="${id}"'`));

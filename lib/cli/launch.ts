@@ -8,10 +8,12 @@
  *
  * Per CLI (the variable names are the ones the pinned versions read: Claude Code 2.1.330, Codex
  * 0.169.0, opencode's documented config):
- * - Claude Code: the local agents' environment (`lib/agents/local.ts`: base URL, key, every model
- *   alias on the served id, non-essential traffic off) plus `ANTHROPIC_MODEL`, the real context
- *   window (`CLAUDE_CODE_MAX_CONTEXT_TOKENS`), an output budget that fits it, and request and stream timeouts long enough for a CPU prefill; login tokens and
- *   cloud-provider switches of the user's environment are removed so they cannot win.
+ * - Claude Code: the local agents' environment (`lib/agents/local.ts`: base URL, every model
+ *   alias on the served id, non-essential traffic off), the key as `ANTHROPIC_AUTH_TOKEN`,
+ *   `ANTHROPIC_MODEL`, the real context window (`CLAUDE_CODE_MAX_CONTEXT_TOKENS`), an output
+ *   budget that fits it, and request and stream timeouts long enough for a CPU prefill; other
+ *   keys, login tokens and cloud-provider switches of the user's environment are removed so they
+ *   cannot win.
  * - Codex: the local agents' `-c` overrides (a `hearth` provider on the Responses API, the model,
  *   `model_context_window`, updates and analytics off), `env_key` only when the server has a key,
  *   and a long `stream_idle_timeout_ms`.
@@ -85,7 +87,7 @@ export type LaunchPlan = {
 
 /** Variables of the user's environment that would send Claude Code elsewhere or log it in. */
 const CLAUDE_UNSET = [
-  "ANTHROPIC_AUTH_TOKEN",
+  "ANTHROPIC_API_KEY",
   "CLAUDE_CODE_OAUTH_TOKEN",
   "ANTHROPIC_CUSTOM_HEADERS",
   "CLAUDE_CODE_USE_BEDROCK",
@@ -106,9 +108,14 @@ export function launchPlan(
   const secret = local.apiKey || undefined;
   switch (target) {
     case "claude": {
+      // The key goes as ANTHROPIC_AUTH_TOKEN (a Bearer header), not ANTHROPIC_API_KEY: with the
+      // latter an interactive Claude Code first checks that api.anthropic.com is reachable (and
+      // stops when it is not), then asks whether to trust the key, defaulting to no.
+      const { ANTHROPIC_API_KEY: key, ...endpoint } = claudeLocalEnv(local);
       const env: Record<string, string> = {
         ...CLAUDE_QUIET_ENV,
-        ...claudeLocalEnv(local),
+        ...endpoint,
+        ANTHROPIC_AUTH_TOKEN: key,
         ANTHROPIC_MODEL: local.modelId,
         API_TIMEOUT_MS: String(STREAM_TIMEOUT_MS),
         CLAUDE_STREAM_FIRST_BYTE_TIMEOUT_MS: String(STREAM_TIMEOUT_MS),
