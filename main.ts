@@ -33,6 +33,7 @@ import { parseMakeModelArgs } from "./lib/cli/make_model_args.ts";
 import { createChatLogger } from "./lib/chat/logger.ts";
 import { compileTemplate } from "./lib/chat/template.ts";
 import { loadEngineModel } from "./lib/engine/model.ts";
+import { describeFit } from "./lib/engine/fit.ts";
 import { describeDevices, onAccelerator, pickRankDevices } from "./lib/engine/devices.ts";
 import {
   loadPdConfig,
@@ -251,7 +252,7 @@ async function serve(argv: string[]): Promise<void> {
         baseUrl: localBaseUrl(config.host, config.port),
         apiKey: config.apiKey,
         modelId: resolved.id,
-        contextWindow: config.maxSeqLen,
+        contextWindow: config.maxSeqLen === "auto" ? undefined : config.maxSeqLen,
       },
     }).catch((e) => die((e as Error).message));
     surfaces.sessions = agentRoutes(agents);
@@ -329,7 +330,7 @@ async function serve(argv: string[]): Promise<void> {
         ? onAccelerator(model.devices)
         : config.backendSampling === "on");
     const engine = await startWorkerEngine(model, {
-      maxWaiting: config.maxQueue ?? config.maxBatch * 8,
+      maxWaiting: config.maxQueue ?? model.maxBatch * 8,
       draftTokens: config.mtp,
       backendSampling: state.backendSampling,
     });
@@ -359,11 +360,14 @@ async function serve(argv: string[]): Promise<void> {
             (model.mtp ? "the model's MTP heads" : "prompt lookup")
           : ""),
     );
+    if (model.fit) console.error(`hearth: context: ${describeFit(model.fit)}`);
   } catch (e) {
     state.loadError = (e as Error).message;
     await Promise.all([server.shutdown(), uiServer?.shutdown()]);
-    // A rank layout this host cannot give is a usage error, like any other bad flag.
-    if (/^--(num-ranks|local-num-ranks)/.test(state.loadError)) die(state.loadError);
+    // A rank layout this host cannot give, or a context that cannot fit, is a usage error.
+    if (/^--(num-ranks|local-num-ranks|max-seq-len|max-batch)/.test(state.loadError)) {
+      die(state.loadError);
+    }
     console.error(`hearth: could not load the model: ${state.loadError}`);
     Deno.exit(1);
   }

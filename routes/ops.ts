@@ -39,6 +39,17 @@ export function opsRoutes(state: ServerState): Hono {
       max_model_len: m.nCtxSeq,
       max_batch: m.maxBatch,
       n_batch: m.nBatch,
+      // What --max-seq-len and --max-batch became, and why (lib/engine/fit.ts).
+      fit: m.fit
+        ? {
+          max_seq_len: m.fit.maxSeqLen,
+          max_batch: m.fit.maxBatch,
+          bytes: m.fit.bytes,
+          usable_bytes: m.fit.usableBytes,
+          free_bytes: m.fit.freeBytes,
+          why: m.fit.why,
+        }
+        : null,
       graph_batch: m.graphBatch?.sizes ?? null,
       backend_sampling: state.backendSampling ?? null,
       chat_template: state.template?.source ?? null,

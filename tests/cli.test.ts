@@ -103,7 +103,7 @@ Deno.test("parseServeArgs: defaults, aliases and = syntax", () => {
   assert.equal(r.config.maxSeqLen, 4096);
   assert.equal(r.config.port, 8000);
   assert.equal(r.config.host, "0.0.0.0");
-  assert.equal(r.config.maxBatch, 32);
+  assert.equal(r.config.maxBatch, "auto");
   assert.equal(r.config.uiPort, 8001);
   assert.equal(r.config.dataDir, "/h/.cache/hearth");
   const g = parseServeArgs(["--graph-batch", "1,2,8"], {});

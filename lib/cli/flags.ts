@@ -14,6 +14,7 @@
 import { z } from "zod";
 import { endpointList } from "./endpoint.ts";
 import { graphBatchLayout } from "../engine/graph_batch.ts";
+import { DEFAULT_BATCH } from "../engine/fit.ts";
 import { type FlagSpec as ArgvFlag, parseFlags } from "./argv.ts";
 
 export const ISQ_TYPES = ["q2k", "q3k", "q4k", "q5k", "q6k", "q8_0"] as const;
@@ -37,6 +38,9 @@ const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
     z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`),
   );
 const text = z.string().min(1, "must not be empty");
+/** `auto` (fitted to memory at start-up, `lib/engine/fit.ts`) or an integer in range. */
+const intOrAuto = (min: number, max?: number) =>
+  z.union([z.literal("auto"), int(min, max)], { error: "must be auto or an integer" });
 /** `off` is the empty list: no padding even where the model sits on a GPU. */
 const graphSizes = z.string().regex(
   /^(off|\d+(,\d+)*)$/,
@@ -61,8 +65,10 @@ export type ServeConfig = {
   host: string;
   uiServer: boolean;
   uiPort: number;
-  maxBatch: number;
-  maxSeqLen?: number;
+  /** `auto`: fitted to memory at start-up (up to 32). */
+  maxBatch: number | "auto";
+  /** `auto`: the longest context (up to the model's) that fits in memory. */
+  maxSeqLen: number | "auto";
   maxQueue?: number;
   /** Undefined: the default (`GPU_GRAPH_BATCH` on a GPU, off on a CPU); `[]`: off. */
   graphBatch?: number[];
@@ -151,16 +157,16 @@ export const FLAGS: FlagSpec[] = [
   {
     key: "maxBatch",
     names: ["--max-batch"],
-    schema: int(1, 256),
-    meta: "N",
-    help: "concurrent sequences (32)",
+    schema: intOrAuto(1, 256),
+    meta: "N|auto",
+    help: "concurrent sequences; auto = up to 32, as many as fit in memory (auto)",
   },
   {
     key: "maxSeqLen",
     names: ["--max-seq-len"],
-    schema: int(16),
-    meta: "N",
-    help: "context per sequence (default: the model's)",
+    schema: intOrAuto(16),
+    meta: "N|auto",
+    help: "context per sequence; auto = the model's, or the longest that fits in memory (auto)",
   },
   {
     key: "maxQueue",
@@ -306,7 +312,8 @@ export function defaultConfig(env: Record<string, string | undefined>): ServeCon
     host: "0.0.0.0",
     uiServer: false,
     uiPort: 8001,
-    maxBatch: 32,
+    maxBatch: "auto",
+    maxSeqLen: "auto",
     backendSampling: "auto",
     noBuild: false,
     numRanks: 1,
@@ -342,11 +349,16 @@ export function graphBatchFor(
   if (c.graphBatch) return { sizes: c.graphBatch.length ? c.graphBatch : undefined };
   if (!onGpu) return {};
   try {
-    graphBatchLayout(GPU_GRAPH_BATCH, c.maxBatch);
+    graphBatchLayout(GPU_GRAPH_BATCH, mostSequences(c));
     return { sizes: GPU_GRAPH_BATCH };
   } catch (e) {
     return { note: `--graph-batch ${GPU_GRAPH_BATCH.join(",")} left off: ${(e as Error).message}` };
   }
+}
+
+/** The most sequences `--max-batch` may become (`auto` fits at most 32). */
+function mostSequences(c: ServeConfig): number {
+  return c.maxBatch === "auto" ? DEFAULT_BATCH : c.maxBatch;
 }
 
 /**
@@ -356,7 +368,7 @@ export function graphBatchFor(
 export function unsupportedFlag(c: ServeConfig): string | undefined {
   if (c.graphBatch?.length) {
     try {
-      graphBatchLayout(c.graphBatch, c.maxBatch);
+      graphBatchLayout(c.graphBatch, mostSequences(c));
     } catch (e) {
       return (e as Error).message;
     }

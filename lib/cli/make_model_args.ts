@@ -1,6 +1,7 @@
 /**
  * Flags of `make-model`: `--preset tiny|small --out PATH [--embedding] [--dtype f32|f16|q8_0]
- * [--seed N] [--chat-format llama3|hermes|mistral|qwen3-coder] [--reply-length N] [--mtp-layers 1]`,
+ * [--seed N] [--chat-format llama3|hermes|mistral|qwen3-coder] [--reply-length N] [--mtp-layers 1]
+ * [--context-length N]`,
  * validated with Zod like the serve flags.
  *
  * @example
@@ -26,6 +27,9 @@ const schema = z.strictObject({
     .optional(),
   mtpLayers: z.string().regex(/^1$/, "--mtp-layers must be 1 (one MTP head)").transform(Number)
     .optional(),
+  contextLength: z.string().regex(/^\d+$/, "--context-length must be a whole number of tokens")
+    .transform(Number).refine((n) => n >= 16 && n < 2 ** 32, "--context-length must be 16..2^32-1")
+    .optional(),
 });
 
 export type MakeModelOptions = z.output<typeof schema>;
@@ -44,10 +48,21 @@ export function parseMakeModelArgs(
       "chat-format": "chatFormat",
       "reply-length": "replyLength",
       "mtp-layers": "mtpLayers",
+      "context-length": "contextLength",
     };
     const key = camel[flag] ?? flag;
     if (
-      !["preset", "out", "embedding", "dtype", "seed", "chatFormat", "replyLength", "mtpLayers"]
+      ![
+        "preset",
+        "out",
+        "embedding",
+        "dtype",
+        "seed",
+        "chatFormat",
+        "replyLength",
+        "mtpLayers",
+        "contextLength",
+      ]
         .includes(key) ||
       !name.startsWith("--") || Object.values(camel).includes(flag)
     ) {

@@ -49,6 +49,7 @@ import {
 import { readGgufHeader } from "../gguf/mod.ts";
 import { attachRpcServers, pickRankDevices, type RankOptions } from "./devices.ts";
 import { type GraphBatch, graphBatchLayout, N_UBATCH } from "./graph_batch.ts";
+import { budgetFor, contextCost, type Fit, fitContext, hostMemAvailable } from "./fit.ts";
 
 /** ggml type ids for the KV cache (`enum ggml_type`). */
 export const GGML_TYPES: Record<string, number> = {
@@ -65,9 +66,13 @@ export const GGML_TYPES: Record<string, number> = {
 
 export type LoadOptions = {
   path: string;
-  maxBatch: number;
-  /** Context per sequence; default the model's training context. */
-  maxSeqLen?: number;
+  /** Sequences; `auto` fits up to 32 in memory (`fit.ts`). */
+  maxBatch: number | "auto";
+  /**
+   * Context per sequence, at most the model's; `auto` (the default) the longest that fits in
+   * memory. A number that cannot fit is refused with the memory it needs (`fit.ts`).
+   */
+  maxSeqLen?: number | "auto";
   kvType?: string;
   threads?: number;
   /** Pooled embeddings for `/v1/embeddings` (mean pooling unless the model sets one). */
@@ -115,6 +120,8 @@ export type EngineModel = {
    * ids `maxBatch .. maxBatch + padSeqs - 1`, one row each, and are removed after the step.
    */
   graphBatch?: GraphBatch;
+  /** What `--max-seq-len` and `--max-batch` became, and why (`fit.ts`). */
+  fit?: Fit;
 };
 
 /** Whether the GGUF has NextN blocks with their tensors (a file without them aborts llama.cpp). */
@@ -127,6 +134,9 @@ async function hasMtpHeads(path: string): Promise<boolean> {
 }
 
 export async function loadEngineModel(o: LoadOptions): Promise<EngineModel> {
+  // Read before the weights are mapped: on a CPU host they come out of this (`fit.ts`).
+  const hostAvailable = hostMemAvailable();
+  const header = await readGgufHeader(o.path);
   const llama = openLlama(o.libDir);
   await attachRpcServers(llama, o.rpcServers ?? []);
   const picked = o.ranks ? pickRankDevices(listDevices(llama), o.ranks) : undefined;
@@ -142,17 +152,33 @@ export async function loadEngineModel(o: LoadOptions): Promise<EngineModel> {
   devices?.buffer.fill(0n); // referenced until here: llama.cpp read it during the load
   try {
     const info = modelInfo(llama, model);
-    const nCtxSeq = Math.min(o.maxSeqLen ?? info.nCtxTrain, info.nCtxTrain || Infinity);
     const threads = o.threads ?? navigator.hardwareConcurrency;
-    const kv = GGML_TYPES[o.kvType && o.kvType !== "auto" ? o.kvType : "f16"];
+    const kvName = o.kvType && o.kvType !== "auto" ? o.kvType : "f16";
+    const kv = GGML_TYPES[kvName];
     if (kv === undefined) throw new Error(`unknown KV cache type ${o.kvType}`);
-    const graph = o.graphBatch ? graphBatchLayout(o.graphBatch, o.maxBatch) : undefined;
+    const vocab = modelVocab(llama, model);
+    const vInfo = vocabInfo(llama, vocab);
+    const onDevices = listDevices(llama).filter((d) => !picked || picked.includes(d.index));
+    const fit = fitContext({
+      trainCtx: info.nCtxTrain,
+      cost: contextCost((k) => header.metadata.get(k)?.value, {
+        kvType: kvName,
+        nVocab: vInfo.nTokens,
+        nUbatch: N_UBATCH,
+        unified: o.graphBatch !== undefined,
+      }),
+      budget: budgetFor(onDevices, hostAvailable, info.sizeBytes),
+      requested: { maxSeqLen: o.maxSeqLen ?? "auto", maxBatch: o.maxBatch },
+    });
+    if ("error" in fit) throw new Error(fit.error);
+    const { maxSeqLen: nCtxSeq, maxBatch } = fit;
+    const graph = o.graphBatch ? graphBatchLayout(o.graphBatch, maxBatch) : undefined;
     const ctx = newContext(llama, model, {
       // Padding rows take one cell each, for one step, beside every sequence's full context.
-      n_ctx: nCtxSeq * o.maxBatch + (graph?.padSeqs ?? 0),
+      n_ctx: nCtxSeq * maxBatch + (graph?.padSeqs ?? 0),
       n_batch: 2048,
       n_ubatch: N_UBATCH,
-      n_seq_max: o.maxBatch + (graph?.padSeqs ?? 0),
+      n_seq_max: maxBatch + (graph?.padSeqs ?? 0),
       ...(graph ? { kv_unified: true } : {}),
       n_threads: threads,
       n_threads_batch: threads,
@@ -171,8 +197,6 @@ export async function loadEngineModel(o: LoadOptions): Promise<EngineModel> {
       mtp = newMtpContext(llama, model, ctx, { n_threads: threads, n_threads_batch: threads });
       if (pool) attachThreadpool(llama, mtp.ctx, pool);
     }
-    const vocab = modelVocab(llama, model);
-    const vInfo = vocabInfo(llama, vocab);
     const eogTokens: number[] = [];
     for (let t = 0; t < vInfo.nTokens; t++) if (isEog(llama, vocab, t)) eogTokens.push(t);
     const cInfo = contextInfo(llama, ctx);
@@ -189,8 +213,9 @@ export async function loadEngineModel(o: LoadOptions): Promise<EngineModel> {
       // A unified cache lets any sequence use every cell; the scheduler still holds each to its own.
       nCtxSeq: graph ? Math.min(nCtxSeq, cInfo.nCtxSeq) : cInfo.nCtxSeq,
       nBatch: cInfo.nBatch,
-      maxBatch: graph ? o.maxBatch : cInfo.nSeqMax,
+      maxBatch: graph ? maxBatch : cInfo.nSeqMax,
       graphBatch: graph,
+      fit,
       path: o.path,
       threadpool: pool,
       mtp,

@@ -149,6 +149,11 @@ export type MakeModelOptions = {
   mtpLayers?: number;
   /** Override the preset's layer count (the GPU smoke decode uses a one-layer `tiny`). */
   layers?: number;
+  /**
+   * Override the preset's training context (`llama.context_length`): a model whose full context
+   * x 32 sequences cannot fit in memory tests `--max-seq-len auto` (`lib/engine/fit.ts`).
+   */
+  contextLength?: number;
 };
 
 /** What {@linkcode makeModel} wrote. */
@@ -343,7 +348,19 @@ export async function makeModel(opts: MakeModelOptions): Promise<MakeModelResult
   if (opts.layers !== undefined && !(Number.isInteger(opts.layers) && opts.layers >= 1)) {
     throw new Error(`layers must be a positive integer, got ${opts.layers}`);
   }
-  const preset = { ...PRESETS[opts.preset], nLayer: opts.layers ?? PRESETS[opts.preset].nLayer };
+  if (
+    opts.contextLength !== undefined &&
+    !(Number.isInteger(opts.contextLength) && opts.contextLength >= 1 &&
+      opts.contextLength < 2 ** 32)
+  ) {
+    throw new Error(`contextLength must be a positive 32-bit integer, got ${opts.contextLength}`);
+  }
+  const base = PRESETS[opts.preset];
+  const preset = {
+    ...base,
+    nLayer: opts.layers ?? base.nLayer,
+    contextLength: opts.contextLength ?? base.contextLength,
+  };
   const dtype = opts.dtype ?? preset.dtype;
   if (!Object.hasOwn(DTYPE_GGML, dtype)) {
     throw new Error(`unknown dtype "${dtype}" (f32, f16 or q8_0)`);
