@@ -28,6 +28,8 @@ import { toTemplateMessages } from "../lib/chat/render.ts";
 import { compileTemplate, renderChat } from "../lib/chat/template.ts";
 import { templateTools } from "../lib/chat/render.ts";
 import { HERMES_TOOLS_TEMPLATE } from "../lib/gguf/chat_formats.ts";
+import { CODEX_KEY_ENV, codexLocalOverrides } from "../lib/agents/local.ts";
+import { agentCliBin, isolatedCliEnv } from "./support/agent_clis.ts";
 import { chatFormatModelPath } from "./support/models.ts";
 import { startServer } from "./support/server.ts";
 
@@ -362,5 +364,182 @@ Deno.test({
       const res = await r.json();
       assert.ok(res.usage.input_tokens > base.usage.input_tokens + 20, JSON.stringify(res.usage));
     });
+  },
+});
+
+// ---------------------------------------------------------------- the real Codex CLI
+
+/**
+ * A Codex model catalog entry for the served model (the fields Codex 0.169 requires, from its
+ * bundled catalog): `apply_patch_tool_type: "freeform"` makes Codex send apply_patch as the
+ * `custom` tool with its Lark grammar, as it does for its own models; short base instructions
+ * keep the prompt small.
+ */
+function codexCatalog(slug: string): Json {
+  return {
+    models: [{
+      slug,
+      display_name: slug,
+      description: "a Hearth model",
+      base_instructions: "You are Codex, a coding agent. Edit files with apply_patch.",
+      apply_patch_tool_type: "freeform",
+      shell_type: "shell_command",
+      supports_search_tool: false,
+      supports_parallel_tool_calls: false,
+      context_window: 32768,
+      max_context_window: 32768,
+      auto_compact_token_limit: null,
+      truncation_policy: { mode: "tokens", limit: 10000 },
+      input_modalities: ["text"],
+      priority: 1,
+      visibility: "list",
+      supported_in_api: true,
+      support_verbosity: false,
+      default_verbosity: null,
+      web_search_tool_type: "text",
+      supports_image_detail_original: false,
+      tool_mode: null,
+      multi_agent_version: null,
+      multi_agent_reasoning_effort: null,
+      use_responses_lite: false,
+      supports_reasoning_effort_updates: false,
+      include_skills_usage_instructions: false,
+      include_apps_usage_instructions: false,
+      include_plugin_usage_instructions: false,
+      node_repl_auto_review_required: false,
+      node_repl_disabled: false,
+      requires_sandboxed_review: false,
+      comp_hash: "2911",
+      default_reasoning_summary: "none",
+      default_reasoning_level: "low",
+      supported_reasoning_levels: [{ effort: "low", description: "low" }],
+      experimental_supported_tools: [],
+      supports_experimental_context: false,
+      default_service_tier: null,
+      supports_reasoning_summary_parameter: false,
+      supports_reasoning_summaries: false,
+    }],
+  };
+}
+
+Deno.test({
+  name: "codex exec edits a file through apply_patch on Hearth",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const bin = await agentCliBin();
+    await using srv = await startServer([
+      "--model",
+      await chatFormatModelPath("hermes", { replyLength: 40 }),
+      "--max-seq-len",
+      "32768",
+      "--max-batch",
+      "1",
+      "--threads",
+      "2",
+    ]);
+    const modelId = (await (await fetch(`${srv.url}/v1/models`)).json()).data[0].id as string;
+    // Codex always sends `tool_choice: "auto"` (no setting changes it), and a random-weight
+    // model never decides to call a tool, nor ends a line of apply_patch's unbounded grammar.
+    // So this proxy stands in for the model's decision on Codex's first request: it forces
+    // apply_patch and narrows its grammar to a bounded part of the same language. Everything
+    // else is real: Hearth constrains and shapes the call, Codex parses and applies it.
+    const replies: string[] = [];
+    let forced = 0;
+    let sentBack = 0;
+    const proxy = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
+      const url = new URL(req.url);
+      let body = req.method === "POST" ? await req.text() : undefined;
+      if (url.pathname === "/v1/responses" && body) {
+        const b = JSON.parse(body);
+        const patch = (b.tools as Json[] | undefined)?.find((t) => t.name === "apply_patch");
+        const answered = (b.input as Json[]).some((i) => i.type === "custom_tool_call_output");
+        if (answered) sentBack++;
+        if (patch && !answered) {
+          assert.equal(patch.type, "custom");
+          assert.equal((patch.format as Json).definition, LARK, "Codex sends the grammar recorded");
+          patch.format = { ...patch.format as Json, definition: BOUNDED_PATCH };
+          b.tool_choice = { type: "custom", name: "apply_patch" };
+          b.parallel_tool_calls = false;
+          forced++;
+        }
+        body = JSON.stringify(b);
+      }
+      const headers = new Headers(req.headers);
+      headers.delete("content-length");
+      headers.delete("host");
+      const r = await fetch(srv.url + url.pathname + url.search, {
+        method: req.method,
+        headers,
+        body,
+      });
+      const text = await r.text();
+      if (url.pathname === "/v1/responses") replies.push(text);
+      const back = new Headers(r.headers);
+      back.delete("content-length");
+      back.delete("content-encoding");
+      return new Response(text, { status: r.status, headers: back });
+    });
+    try {
+      const dir = await Deno.makeTempDir({ prefix: "hearth-codex-" });
+      const work = `${dir}/work`;
+      const home = `${dir}/home`;
+      await Deno.mkdir(work);
+      await Deno.mkdir(`${home}/.codex`, { recursive: true });
+      await new Deno.Command("git", { args: ["init", "-q", work] }).output();
+      await Deno.writeTextFile(`${dir}/catalog.json`, JSON.stringify(codexCatalog(modelId)));
+      const base = `http://127.0.0.1:${proxy.addr.port}`;
+      const out = await new Deno.Command(`${bin}/codex`, {
+        args: [
+          ...codexLocalOverrides({ baseUrl: base, modelId, contextWindow: 32768 }),
+          "-c",
+          `model_catalog_json=${JSON.stringify(`${dir}/catalog.json`)}`,
+          // Only apply_patch (and request_user_input, which no setting removes) is offered.
+          ...["unified_exec", "shell_tool", "view_image", "goals", "multi_agent"].flatMap((f) => [
+            "-c",
+            `features.${f}=false`,
+          ]),
+          "-s",
+          "workspace-write",
+          "exec",
+          "--json",
+          "--skip-git-repo-check",
+          "--",
+          "Add a small text file.",
+        ],
+        cwd: work,
+        env: { ...isolatedCliEnv(home), CODEX_HOME: `${home}/.codex`, [CODEX_KEY_ENV]: "k" },
+        clearEnv: true,
+        stdin: "null",
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      const stdout = new TextDecoder().decode(out.stdout);
+      const why = `${stdout}\n${new TextDecoder().decode(out.stderr).slice(-2000)}`;
+      assert.equal(out.code, 0, why);
+      assert.equal(forced, 1, why);
+      // Hearth's reply to the forced request: one custom_tool_call, as Codex received it.
+      const call = sseEvents(replies[0]).find((e) =>
+        e.type === "response.output_item.done" && (e.item as Json).type === "custom_tool_call"
+      )?.item as Json;
+      assert.ok(call, replies[0].slice(-3000));
+      const input = call.input as string;
+      assert.ok(grammarAccepts(larkToGbnf(LARK), input), JSON.stringify(input));
+      const m = /^\*\*\* Add File: ([a-z]+\.txt)\n\+([a-z ]*)\n/m.exec(input)!;
+      console.log(`codex applied ${JSON.stringify(input)}`);
+      // Codex applied it: a file_change item, and the file in the workspace.
+      const events = stdout.trim().split("\n").map((l) => JSON.parse(l));
+      const change = events.find((e) =>
+        e.type === "item.completed" && e.item?.type === "file_change"
+      );
+      assert.ok(change, why);
+      assert.equal(change.item.status, "completed", why);
+      assert.equal(await Deno.readTextFile(`${work}/${m[1]}`), `${m[2]}\n`);
+      // Its output went back to the model as a custom_tool_call_output.
+      assert.ok(sentBack >= 1, why);
+      await Deno.remove(dir, { recursive: true });
+    } finally {
+      await proxy.shutdown();
+    }
   },
 });
