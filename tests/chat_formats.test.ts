@@ -442,7 +442,7 @@ Deno.test("detection: each written template, and the plain Llama-3 one is generi
   }
   assert.equal(detectToolFamily(LLAMA3_CHAT_TEMPLATE), "generic");
   assert.equal(detectToolFamily("{{ '<|python_tag|>' }}"), "llama3");
-  assert.equal(detectToolFamily("<tool_call><function=x>"), "qwen3-coder");
+  assert.equal(detectToolFamily("<tool_call><function=x><parameter=y>"), "qwen3-coder");
   assert.equal(TOOL_FORMATS.generic.rendersTools, false);
   const prompt = TOOL_FORMATS.generic.toolSystemPrompt([WEATHER]);
   assert.ok(prompt.includes('"name":"get_weather"') && prompt.includes('"required":["city"]'));
@@ -458,7 +458,8 @@ Deno.test("--chat-format models: markers are single tokens, printed without `spe
       const ids = tokens(m, text);
       assert.equal(ids.length, 1, `${f}: ${text} is ${ids.length} tokens`);
       const plain = new TextDecoder().decode(tokenToPiece(m.llama, m.vocab, ids[0], false));
-      const control = ["<|im_start|>", "<|im_end|>", "<|eom_id|>"].includes(text);
+      // Control tokens (turn delimiters) print nothing without `special`.
+      const control = CHAT_FORMAT_SPECS[f].markers.find((x) => x.text === text)?.type === 3;
       assert.equal(plain, control ? "" : text, `${f}: piece of ${text}`);
       if (["<|im_end|>", "<|eom_id|>"].includes(text)) assert.ok(m.eogTokens.includes(ids[0]));
     }
@@ -712,6 +713,46 @@ const LAZY_CASES: Record<ToolFamily, { output: string; parallel: boolean; trigge
     {
       output:
         "<tool_call>\n<function=get_weather>\n<parameter=city>\nNew\nYork </parameter> x\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=tag>\n<parameter=label>\nbug\n</parameter>\n</function>\n</tool_call>",
+      parallel: true,
+      trigger: true,
+    },
+  ],
+  "deepseek-v3": [
+    {
+      output:
+        'Let me look.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": ' +
+        '"Paris"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+      parallel: false,
+      trigger: true,
+    },
+    {
+      output: "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>noop<｜tool▁sep｜>{}<｜tool▁call▁end｜>" +
+        '<｜tool▁call▁begin｜>tag<｜tool▁sep｜>{"label": "bug"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+      parallel: true,
+      trigger: true,
+    },
+  ],
+  gemma4: [
+    {
+      output: 'Sure.<|tool_call>call:get_weather{city:<|"|>Paris<|"|>,days:2}<tool_call|>',
+      parallel: false,
+      trigger: true,
+    },
+    {
+      output: "<|tool_call>call:noop{}<tool_call|>" +
+        '<|tool_call>call:tag{code:<|"|>ABC-12<|"|>,edit:3,label:<|"|>bug<|"|>}<tool_call|>',
+      parallel: true,
+      trigger: true,
+    },
+  ],
+  devstral: [
+    {
+      output: 'OK.[TOOL_CALLS]get_weather[ARGS]{"city": "Paris", "days": 2}',
+      parallel: false,
+      trigger: true,
+    },
+    {
+      output: '[TOOL_CALLS]noop[ARGS]{}[TOOL_CALLS]tag[CALL_ID]abcDEF123[ARGS]{"label": "bug"}',
       parallel: true,
       trigger: true,
     },

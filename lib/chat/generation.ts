@@ -36,7 +36,7 @@ import {
 } from "./conversation.ts";
 import { detectToolFormat, type ToolFormat } from "./formats/mod.ts";
 import { triggerTokenIds } from "../engine/lazy_grammar.ts";
-import { endsInsideReasoning, newReasoningSplitter } from "./reasoning.ts";
+import { endsInsideReasoning, grammarAfterReasoning, newReasoningSplitter } from "./reasoning.ts";
 import { renderConversation, type RenderOptions } from "./render.ts";
 import type { CompiledTemplate } from "./template.ts";
 
@@ -169,6 +169,9 @@ export function planChat(
   }
   const rendered = renderConversation(template, format, specialSpellings(m), conv, render);
   const prompt = tokenizeText(m, rendered.text, false);
+  const reasoningOpen = format.reasoning
+    ? endsInsideReasoning(rendered.text, format.reasoning)
+    : false;
 
   let grammar = opts.grammar;
   let grammarTriggers: GenRequest["grammarTriggers"];
@@ -190,6 +193,11 @@ export function planChat(
       if (isConstraintError(e)) throw chatInputError("tools", e.message);
       throw e;
     }
+    // A required call from the first token would land inside the open think block: let the
+    // model close it first.
+    if (choice.type !== "auto" && reasoningOpen) {
+      grammar = grammarAfterReasoning(grammar, format.reasoning!);
+    }
     if (choice.type === "auto") {
       grammarTriggers = {
         patterns: format.triggers.patterns,
@@ -208,9 +216,6 @@ export function planChat(
   }
   const room = Math.max(1, m.nCtxSeq - prompt.length);
   const maxTokens = Math.min(opts.maxTokens ?? room, room);
-  const reasoningOpen = format.reasoning
-    ? endsInsideReasoning(rendered.text, format.reasoning)
-    : false;
   return {
     prompt,
     text: rendered.text,
@@ -268,14 +273,36 @@ export async function* chatReply(
     ? newReasoningSplitter({ ...plan.format.reasoning, open: plan.reasoningOpen })
     : undefined;
   const parser = plan.format.newParser(plan.tools);
+  // A call the model writes inside its reasoning is still a call: reasoning goes through a parser
+  // of its own, whose text stays reasoning. Both parsers number calls from 0, hence `numbered`.
+  const thoughts = reasoning ? plan.format.newParser(plan.tools) : undefined;
+  let nextIndex = 0;
+  const numbered = (local = new Map<number, number>()) =>
+    function* (evs: Iterable<ReplyEvent>, asReasoning: boolean): Generator<ReplyEvent> {
+      for (const ev of evs) {
+        if (ev.type === "text") {
+          if (!asReasoning) yield ev;
+          else {
+            reasoningText += ev.text;
+            yield { type: "reasoning", text: ev.text };
+          }
+        } else if (
+          ev.type === "tool_call_start" || ev.type === "tool_call_args" ||
+          ev.type === "tool_call_end"
+        ) {
+          if (ev.type === "tool_call_start") local.set(ev.index, nextIndex++);
+          yield { ...ev, index: local.get(ev.index) ?? ev.index };
+        } else yield ev;
+      }
+    };
+  const fromText = numbered();
+  const fromThoughts = numbered();
   let calls = 0;
   let reasoningText = "";
   function* route(pieces: ({ type: "reasoning" | "text"; text: string })[]) {
     for (const p of pieces) {
-      if (p.type === "reasoning") {
-        reasoningText += p.text;
-        yield p as ReplyEvent;
-      } else yield* parser.push(p.text);
+      if (p.type === "reasoning") yield* fromThoughts(thoughts!.push(p.text), true);
+      else yield* fromText(parser.push(p.text), false);
     }
   }
   function* count(evs: Iterable<ReplyEvent>) {
@@ -298,7 +325,8 @@ export async function* chatReply(
         yield { type: "logprobs", entries: ev.entries };
       } else if (ev.type === "done") {
         if (reasoning) yield* count(route(reasoning.end()));
-        yield* count(parser.end());
+        if (thoughts) yield* count(fromThoughts(thoughts.end(), true));
+        yield* count(fromText(parser.end(), false));
         yield {
           type: "end",
           finishReason: calls > 0 ? "tool_calls" : ev.finishReason,

@@ -15,6 +15,7 @@
  * ```
  * @module
  */
+import { charClass, charSet, literal } from "../constrain/gbnf.ts";
 
 /** The markers around reasoning in a family's output. */
 export type ReasoningMarkers = { start: string; end: string };
@@ -108,4 +109,31 @@ export function newReasoningSplitter(o: ReasoningMarkers & { open: boolean }): R
 export function endsInsideReasoning(prompt: string, m: ReasoningMarkers): boolean {
   const open = prompt.lastIndexOf(m.start);
   return open >= 0 && prompt.indexOf(m.end, open + m.start.length) < 0;
+}
+
+/** How much reasoning a forced call may be preceded by when the reply starts inside reasoning. */
+export const FORCED_REASONING_MAX_CHARS = 256;
+
+/**
+ * A call grammar (GBNF, `root ::= ...` first) for a reply that starts inside an open think block:
+ * some reasoning (bounded, and without the first character of the end marker, so it cannot
+ * write the marker or run on forever), the end marker, layout, then the call. Without this the
+ * forced call would be written inside the reasoning and read as thoughts.
+ */
+export function grammarAfterReasoning(
+  gbnf: string,
+  m: ReasoningMarkers,
+  maxChars = FORCED_REASONING_MAX_CHARS,
+): string {
+  const nl = gbnf.indexOf("\n");
+  const first = nl < 0 ? gbnf : gbnf.slice(0, nl);
+  const rest = nl < 0 ? "" : gbnf.slice(nl + 1);
+  if (!first.startsWith("root ::= ")) throw new Error("grammar does not start with its root");
+  let base = "reasoning-before-call";
+  while (new RegExp(`^${base}(-call)? ::=`, "m").test(gbnf)) base += "-x";
+  const stop = [...m.end][0];
+  const thought = `${charClass(charSet(stop), true)}{0,${maxChars}}`;
+  return `root ::= ${base} ${literal(m.end)} [ \\t\\n]{0,4} ${base}-call\n` +
+    `${base} ::= ${thought}\n` +
+    `${base}-call ::= ${first.slice("root ::= ".length)}\n${rest}`;
 }

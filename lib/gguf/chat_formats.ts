@@ -19,9 +19,22 @@
  * @module
  */
 import { type GgufKv, GgufType, kvString, kvU32 } from "./types.ts";
+import {
+  DEEPSEEK_V3_TOOLS_TEMPLATE,
+  DEVSTRAL_TOOLS_TEMPLATE,
+  GEMMA4_TOOLS_TEMPLATE,
+} from "./family_templates.ts";
 
 /** Families `make-model --chat-format` can write. */
-export const CHAT_FORMATS = ["llama3", "hermes", "mistral", "qwen3-coder"] as const;
+export const CHAT_FORMATS = [
+  "llama3",
+  "hermes",
+  "mistral",
+  "qwen3-coder",
+  "deepseek-v3",
+  "gemma4",
+  "devstral",
+] as const;
 export type ChatFormatName = (typeof CHAT_FORMATS)[number];
 
 /** GGUF token types (`enum llama_token_type`). */
@@ -435,6 +448,61 @@ export const CHAT_FORMAT_SPECS: Readonly<
       md("</think>"),
     ],
     eos: "<|im_end|>",
+  },
+  // DeepSeek V3.1: the turn markers and the sentence end are control tokens, the call markers
+  // are printed.
+  "deepseek-v3": {
+    template: DEEPSEEK_V3_TOOLS_TEMPLATE,
+    markers: [
+      ctl("<｜User｜>"),
+      ctl("<｜Assistant｜>"),
+      ctl("<｜end▁of▁sentence｜>"),
+      md("<｜tool▁calls▁begin｜>"),
+      md("<｜tool▁calls▁end｜>"),
+      md("<｜tool▁call▁begin｜>"),
+      md("<｜tool▁call▁end｜>"),
+      md("<｜tool▁sep｜>"),
+      md("<｜tool▁output▁begin｜>"),
+      md("<｜tool▁output▁end｜>"),
+      md("<think>"),
+      md("</think>"),
+    ],
+    eos: "<｜end▁of▁sentence｜>",
+  },
+  gemma4: {
+    template: GEMMA4_TOOLS_TEMPLATE,
+    markers: [
+      ctl("<|turn>"),
+      ctl("<turn|>"),
+      md("<|tool>"),
+      md("<tool|>"),
+      md("<|tool_call>"),
+      md("<tool_call|>"),
+      // After its calls the model writes <|tool_response> and waits: llama.cpp ends generation
+      // there (a control token).
+      ctl("<|tool_response>"),
+      md("<tool_response|>"),
+      md('<|"|>'),
+      md("<|channel>"),
+      md("<channel|>"),
+      md("<|think|>"),
+    ],
+    eos: "<turn|>",
+  },
+  devstral: {
+    template: DEVSTRAL_TOOLS_TEMPLATE,
+    markers: [
+      md("[SYSTEM_PROMPT]"),
+      md("[/SYSTEM_PROMPT]"),
+      md("[INST]"),
+      md("[/INST]"),
+      md("[AVAILABLE_TOOLS]"),
+      md("[/AVAILABLE_TOOLS]"),
+      md("[TOOL_CALLS]"),
+      md("[ARGS]"),
+      md("[TOOL_RESULTS]"),
+      md("[/TOOL_RESULTS]"),
+    ],
   },
 };
 

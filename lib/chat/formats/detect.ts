@@ -16,7 +16,16 @@ import type { ToolFamily } from "./types.ts";
 
 export function detectToolFamily(templateSource: string): ToolFamily {
   const has = (s: string) => templateSource.includes(s);
-  if (has("<function=")) return "qwen3-coder";
+  // DeepSeek V3.1: NAME<｜tool▁sep｜>{json}; R1's templates share the markers but write
+  // `function<｜tool▁sep｜>NAME` and a ```json fence, so they stay generic.
+  if (has("<｜tool▁calls▁begin｜>") && has("<｜tool▁sep｜>") && !has("```json")) {
+    return "deepseek-v3";
+  }
+  if (has("<|tool_call>call:") && has("<tool_call|>")) return "gemma4";
+  // Devstral / Magistral: [TOOL_CALLS]NAME[ARGS]{..}; older Mistral: [TOOL_CALLS] [{..}].
+  if (has("[TOOL_CALLS]") && has("[ARGS]")) return "devstral";
+  // Qwen3-Coder, Qwen3.5 and Nemotron 3 write the same XML calls.
+  if (has("<function=") && has("<parameter=")) return "qwen3-coder";
   if (has("<tool_call>")) return "hermes";
   if (has("[TOOL_CALLS]")) return "mistral";
   if (has("<|python_tag|>") || (has("ipython") && has('"parameters"'))) return "llama3";

@@ -23,6 +23,9 @@ import { hermesFormat } from "./hermes.ts";
 import { llama3Format } from "./llama3.ts";
 import { mistralFormat } from "./mistral.ts";
 import { qwen3CoderFormat } from "./qwen3_coder.ts";
+import { deepseekV3Format } from "./deepseek_v3.ts";
+import { devstralFormat } from "./devstral.ts";
+import { gemma4Format } from "./gemma4.ts";
 import type { ToolFamily, ToolFormat } from "./types.ts";
 
 export type { OutputParser, ToolFamily, ToolFormat, Triggers } from "./types.ts";
@@ -35,6 +38,9 @@ export const TOOL_FORMATS: Readonly<Record<ToolFamily, ToolFormat>> = {
   mistral: mistralFormat,
   "qwen3-coder": qwen3CoderFormat,
   generic: genericFormat,
+  "deepseek-v3": deepseekV3Format,
+  gemma4: gemma4Format,
+  devstral: devstralFormat,
 };
 
 /** The format of the family whose markers `templateSource` mentions (generic when none). */

@@ -15,7 +15,15 @@
 import type { ReplyEvent, ToolSpec } from "../conversation.ts";
 import type { ReasoningMarkers } from "../reasoning.ts";
 
-export type ToolFamily = "llama3" | "hermes" | "mistral" | "qwen3-coder" | "generic";
+export type ToolFamily =
+  | "llama3"
+  | "hermes"
+  | "mistral"
+  | "qwen3-coder"
+  | "generic"
+  | "deepseek-v3"
+  | "gemma4"
+  | "devstral";
 
 /**
  * What arms a lazy grammar (`llama_sampler_init_grammar_lazy_patterns`). Every pattern ends with
