@@ -46,7 +46,7 @@ import { defaultSampling } from "../lib/engine/sampling.ts";
 import type { ServerState } from "./state.ts";
 import { anthropicError, anthropicTurnError, parseBody } from "./errors.ts";
 import { noteIgnored } from "./ignored.ts";
-import { sseResponse } from "./sse.ts";
+import { KEEPALIVE_MS, sseResponse } from "./sse.ts";
 
 /** The real API's request size limit for Messages. */
 const MAX_BODY_BYTES = 32 * 1024 * 1024;
@@ -103,7 +103,10 @@ export function anthropicRoutes(state: ServerState): Hono {
   app.use("/v1/messages/*", limit);
 
   /** The planned turn for a request (Messages and count_tokens plan alike, so counts agree). */
-  function planFor(c: Context, b: CountBody & Partial<CreateBody>): TurnResult<ChatTurn> {
+  async function planFor(
+    c: Context,
+    b: CountBody & Partial<CreateBody>,
+  ): Promise<TurnResult<ChatTurn>> {
     const notReady = turnReady(state);
     if (notReady) return { ok: false, error: notReady };
     let mapped;
@@ -114,12 +117,16 @@ export function anthropicRoutes(state: ServerState): Hono {
     }
     const extra: Record<string, unknown> = {};
     const ignored = [...mapped.ignored];
+    // `disabled` closes any reasoning the template still opens at once; `enabled` caps it at
+    // `budget_tokens` (Claude Code sends 31999); `adaptive` leaves it to the model.
+    let reasoningBudget: number | undefined;
     if (b.thinking) {
       extra.enable_thinking = b.thinking.type !== "disabled";
-      if (b.thinking.budget_tokens !== undefined) ignored.push("thinking.budget_tokens");
+      if (b.thinking.type === "disabled") reasoningBudget = 0;
+      else if (b.thinking.budget_tokens !== undefined) reasoningBudget = b.thinking.budget_tokens;
     }
-    const d = defaultSampling();
-    const planned = planTurn(state, {
+    const d = defaultSampling(state.engine?.model.samplingDefaults);
+    const planned = await planTurn(state, {
       conv: mapped.conv,
       ignored,
       mcp: anthropicMcpServers(b.mcp_servers),
@@ -136,6 +143,7 @@ export function anthropicRoutes(state: ServerState): Hono {
         },
         stop: b.stop_sequences ?? [],
         ignoreEos: false,
+        reasoningBudget,
       },
       render: { addGenerationPrompt: true, prefill: true, extra },
     });
@@ -146,7 +154,7 @@ export function anthropicRoutes(state: ServerState): Hono {
   app.post("/v1/messages/count_tokens", async (c) => {
     const body = await parseBody(c, countSchema, badRequest);
     if (!body.ok) return body.response;
-    const planned = planFor(c, body.data);
+    const planned = await planFor(c, body.data);
     if (!planned.ok) return anthropicTurnError(planned.error);
     return c.json({ input_tokens: planned.value.plan.prompt.length });
   });
@@ -155,7 +163,7 @@ export function anthropicRoutes(state: ServerState): Hono {
     const body = await parseBody(c, createSchema, badRequest);
     if (!body.ok) return body.response;
     const b = body.data;
-    const planned = planFor(c, b);
+    const planned = await planFor(c, b);
     if (!planned.ok) return anthropicTurnError(planned.error);
     const plan = planned.value.plan;
     const started = startTurn(planned.value, { signal: c.req.raw.signal });
@@ -175,6 +183,9 @@ export function anthropicRoutes(state: ServerState): Hono {
       return sseResponse(streamFrames(reply, head, plan.prompt.length, log), {
         format: (frame) => frame,
         bufferLimit: state.sseBufferLimit,
+        onCancel: started.value.cancel,
+        // The real API's own keepalive event, which the SDKs and Claude Code skip.
+        keepalive: { everyMs: KEEPALIVE_MS, frame: () => frame("ping", { type: "ping" }) },
       });
     }
 

@@ -136,6 +136,12 @@ export function openaiTurnError(c: Context, e: TurnError, promptParam: string): 
     }
     case "invalid_request":
       return openaiError(c, 400, e.message, { param: e.param ?? promptParam });
+    case "context_length_exceeded":
+      // Codex compacts its history on this code (and retries otherwise).
+      return openaiError(c, 400, e.message, {
+        param: e.param ?? promptParam,
+        code: "context_length_exceeded",
+      });
   }
 }
 
@@ -153,6 +159,13 @@ export function anthropicTurnError(e: TurnError): Response {
       );
     case "invalid_request":
       return anthropicError(400, "invalid_request_error", e.message);
+    case "context_length_exceeded":
+      // Claude Code compacts its history when it reads "prompt is too long".
+      return anthropicError(
+        400,
+        "invalid_request_error",
+        `prompt is too long: ${e.promptTokens} tokens > ${e.contextTokens} maximum`,
+      );
   }
 }
 

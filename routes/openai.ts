@@ -159,7 +159,7 @@ async function complete(c: Context, state: ServerState, b: CompletionBody): Prom
           prompt: Int32Array.from(prompt),
           grammar,
           maxTokens: b.max_tokens ?? 16,
-          sampling: toSampling(b, k),
+          sampling: toSampling(b, k, state.engine?.model.samplingDefaults),
           stop: stopList(b),
           ignoreEos: b.ignore_eos ?? false,
           ...(wantLogprobs ? { logprobs: b.logprobs! } : {}),

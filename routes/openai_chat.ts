@@ -14,7 +14,7 @@
  */
 import { type Context, Hono } from "hono";
 import { z } from "zod";
-import { type ChatEvent, collectReply } from "../lib/chat/generation.ts";
+import { type ChatEvent, collectReply, effortBudget } from "../lib/chat/generation.ts";
 import { chatLogprobs, type TokenLogprob } from "../lib/chat/logprobs.ts";
 import { mcpToolEntries } from "../lib/chat/mcp_attach.ts";
 import {
@@ -40,7 +40,7 @@ import {
   streamOptionsCheck,
   toSampling,
 } from "./openai_common.ts";
-import { sseResponse } from "./sse.ts";
+import { KEEPALIVE_MS, sseResponse } from "./sse.ts";
 
 const part = z.looseObject({ type: z.string() });
 const content = z.union([z.string(), z.array(part)]).nullable().optional();
@@ -133,7 +133,7 @@ async function chat(c: Context, state: ServerState, b: ChatBody): Promise<Respon
   } catch (e) {
     return openaiTurnError(c, turnError(e), "messages");
   }
-  const planned = planTurn(state, {
+  const planned = await planTurn(state, {
     conv: mapped.conv,
     ignored: mapped.ignored,
     mcp: attach,
@@ -143,12 +143,13 @@ async function chat(c: Context, state: ServerState, b: ChatBody): Promise<Respon
     choices: b.n ?? 1,
     gen: {
       maxTokens: b.max_completion_tokens ?? b.max_tokens ?? undefined,
-      sampling: toSampling(b),
+      sampling: toSampling(b, 0, state.engine?.model.samplingDefaults),
       stop: stopList(b),
       ignoreEos: b.ignore_eos ?? false,
       grammar: constraint.gbnf,
       grammarParam: b.structured_outputs ? "structured_outputs" : "response_format",
       ...(b.logprobs ? { logprobs: b.top_logprobs ?? 0 } : {}),
+      reasoningBudget: effortBudget(b.reasoning_effort),
     },
     render: { addGenerationPrompt: b.add_generation_prompt ?? true, extra },
   });
@@ -156,7 +157,7 @@ async function chat(c: Context, state: ServerState, b: ChatBody): Promise<Respon
   noteIgnored(c, planned.value.notes);
   const started = startTurn(planned.value, {
     signal: c.req.raw.signal,
-    sampling: (k) => toSampling(b, k),
+    sampling: (k) => toSampling(b, k, state.engine?.model.samplingDefaults),
   });
   if (!started.ok) return openaiTurnError(c, started.error, "messages");
   const { replies, cancel } = started.value;
@@ -174,6 +175,8 @@ async function chat(c: Context, state: ServerState, b: ChatBody): Promise<Respon
     return sseResponse(streamChunks(replies, base, b, cancel, log), {
       bufferLimit: state.sseBufferLimit,
       onCancel: cancel,
+      // A comment: ignored by every SSE parser, and bytes on the wire through a long prefill.
+      keepalive: { everyMs: KEEPALIVE_MS, frame: () => ": keepalive\n\n" },
     });
   }
 

@@ -11,7 +11,7 @@
  */
 import type { Context } from "hono";
 import { z } from "zod";
-import { defaultSampling, type Sampling } from "../lib/engine/sampling.ts";
+import { defaultSampling, type Sampling, type SamplingDefaults } from "../lib/engine/sampling.ts";
 import { compileConstraint, isConstraintError, jsonObjectGbnf } from "../lib/constrain/mod.ts";
 import { openaiError } from "./errors.ts";
 import type { EngineRefusal } from "../lib/engine/scheduler.ts";
@@ -47,8 +47,12 @@ type SamplingInput = {
 };
 
 /** Maps request fields to engine settings; `seedOffset` separates the `n` choices. */
-export function toSampling(b: SamplingInput, seedOffset = 0): Sampling {
-  const d = defaultSampling();
+export function toSampling(
+  b: SamplingInput,
+  seedOffset = 0,
+  defaults?: SamplingDefaults,
+): Sampling {
+  const d = defaultSampling(defaults);
   return {
     ...d,
     temperature: b.temperature ?? d.temperature,
@@ -77,6 +81,7 @@ export function refusalError(c: Context, e: EngineRefusal, param: string): Respo
   const res = openaiError(c, busy ? 503 : 400, e.message, {
     type: busy ? "overloaded_error" : "invalid_request_error",
     param: busy ? null : param,
+    code: e.kind === "too_long" ? "context_length_exceeded" : null,
   });
   if (busy) res.headers.set("retry-after", "1");
   return res;

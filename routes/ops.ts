@@ -10,6 +10,7 @@
  * ```
  * @module
  */
+import { HEARTH_SAMPLING_DEFAULTS, type SamplingDefaults } from "../lib/engine/sampling.ts";
 import { Hono } from "hono";
 import { renderMetrics } from "../lib/engine/metrics.ts";
 import type { ServerState } from "./state.ts";
@@ -38,7 +39,6 @@ export function opsRoutes(state: ServerState): Hono {
       n_vocab: m.nVocab,
       max_model_len: m.nCtxSeq,
       max_batch: m.maxBatch,
-      n_batch: m.nBatch,
       // What --max-seq-len and --max-batch became, and why (lib/engine/fit.ts).
       fit: m.fit
         ? {
@@ -50,8 +50,11 @@ export function opsRoutes(state: ServerState): Hono {
           why: m.fit.why,
         }
         : null,
+      n_batch: m.nBatch,
       graph_batch: m.graphBatch?.sizes ?? null,
       backend_sampling: state.backendSampling ?? null,
+      // What a request that names no sampling field gets (agents send none).
+      default_sampling: samplingProps(m.samplingDefaults ?? HEARTH_SAMPLING_DEFAULTS),
       chat_template: state.template?.source ?? null,
       library: {
         kind: state.library?.kind ?? "cpu",
@@ -85,4 +88,16 @@ export function opsRoutes(state: ServerState): Hono {
       ),
   );
   return app;
+}
+
+function samplingProps(d: SamplingDefaults) {
+  return {
+    temperature: d.temperature,
+    top_k: d.topK,
+    top_p: d.topP,
+    min_p: d.minP,
+    repetition_penalty: d.repetitionPenalty,
+    penalty_last_n: d.penaltyLastN,
+    from_model: d.fromModel,
+  };
 }

@@ -16,7 +16,7 @@ import { type Context, Hono } from "hono";
 import { z } from "zod";
 import { compileConstraint, isConstraintError, jsonObjectGbnf } from "../lib/constrain/mod.ts";
 import { chatInputError } from "../lib/chat/conversation.ts";
-import type { ChatEvent } from "../lib/chat/generation.ts";
+import { type ChatEvent, effortBudget } from "../lib/chat/generation.ts";
 import { mcpToolEntries } from "../lib/chat/mcp_attach.ts";
 import { createResponseStore, type ResponseStore } from "../lib/chat/response_store.ts";
 import {
@@ -34,7 +34,7 @@ import type { ServerState } from "./state.ts";
 import { openaiError, openaiTurnError, parseBody } from "./errors.ts";
 import { noteIgnored } from "./ignored.ts";
 import { modelNotFound, toSampling } from "./openai_common.ts";
-import { sseResponse } from "./sse.ts";
+import { KEEPALIVE_MS, sseResponse } from "./sse.ts";
 
 const item = z.looseObject({ type: z.string().optional() });
 
@@ -188,7 +188,7 @@ async function respond(
   } catch (e) {
     return openaiTurnError(c, turnError(e, "input"), "input");
   }
-  const planned = planTurn(state, {
+  const planned = await planTurn(state, {
     conv: mapped.conv,
     ignored: mapped.ignored,
     mcp: attach,
@@ -197,11 +197,16 @@ async function respond(
     promptParam: "input",
     gen: {
       maxTokens: b.max_output_tokens ?? undefined,
-      sampling: toSampling({ temperature: b.temperature, top_p: b.top_p }),
+      sampling: toSampling(
+        { temperature: b.temperature, top_p: b.top_p },
+        0,
+        state.engine?.model.samplingDefaults,
+      ),
       stop: [],
       ignoreEos: false,
       grammar,
       grammarParam: "text.format",
+      reasoningBudget: effortBudget(b.reasoning?.effort),
     },
     render: { addGenerationPrompt: true, extra },
   });
@@ -265,9 +270,16 @@ async function respond(
   };
 
   if (b.stream) {
-    return sseResponse(streamEvents(reply, shell, summary, finished, mapped.origins), {
+    const frame = responseFramer();
+    return sseResponse(streamEvents(reply, shell, summary, finished, frame, mapped.origins), {
       format: (frame) => frame,
       bufferLimit: state.sseBufferLimit,
+      onCancel: started.value.cancel,
+      // Codex counts only events as signs of life (not comments): the API's own in_progress.
+      keepalive: {
+        everyMs: KEEPALIVE_MS,
+        frame: () => frame({ type: "response.in_progress", response: shell }),
+      },
     });
   }
 
@@ -280,6 +292,13 @@ async function respond(
   return c.json(await finished(responseSegments(r.segments, summary, mapped.origins), r.end));
 }
 
+/** Frames stream events in order, numbering them (`sequence_number`) as they are framed. */
+function responseFramer(): (ev: Record<string, unknown>) => string {
+  let seq = 0;
+  return (ev) =>
+    `event: ${ev.type}\ndata: ${JSON.stringify({ ...ev, sequence_number: seq++ })}\n\n`;
+}
+
 async function* streamEvents(
   reply: AsyncIterable<LoopEvent>,
   shell: Record<string, unknown>,
@@ -288,11 +307,9 @@ async function* streamEvents(
     output: ResponseItem[],
     end: Extract<ChatEvent, { type: "end" }>,
   ) => Promise<Record<string, unknown>>,
+  frame: (ev: Record<string, unknown>) => string,
   origins?: ToolOrigins,
 ): AsyncGenerator<string> {
-  let seq = 0;
-  const frame = (ev: Record<string, unknown>) =>
-    `event: ${ev.type}\ndata: ${JSON.stringify({ ...ev, sequence_number: seq++ })}\n\n`;
   yield frame({ type: "response.created", response: shell });
   yield frame({ type: "response.in_progress", response: shell });
   const events = newResponseEvents(summary, origins);

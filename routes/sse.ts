@@ -61,8 +61,20 @@ export type SseStreamOptions = {
   onStart?: (writer: SseWriter) => void;
   /** The error a client over `bufferLimit` is dropped with. */
   droppedError?: () => Error;
+  /** A frame written whenever `everyMs` pass without one (long prefills: clients time out). */
+  keepalive?: Keepalive;
   headers?: Record<string, string>;
 };
+
+/** A keepalive frame and its period. */
+export type Keepalive = { everyMs: number; frame: () => string | Uint8Array };
+
+/**
+ * How often an idle inference stream sends a keepalive: well inside the 10 s clients may wait
+ * without a byte (Codex gives up on a stream after 300 s without an event; comments do not count
+ * for it, so each dialect sends one of its own events).
+ */
+export const KEEPALIVE_MS = 5_000;
 
 /** A push-based SSE response and its writer. */
 export function sseStream(opts: SseStreamOptions = {}): { response: Response; writer: SseWriter } {
@@ -74,10 +86,24 @@ export function sseStream(opts: SseStreamOptions = {}): { response: Response; wr
   let partsBytes = 0;
   let reading = false;
   let lastFlush = -Infinity;
+  let lastWrite = performance.now();
   let closed = false;
+  let keepaliveTimer: ReturnType<typeof setTimeout> | undefined;
+  const keepalive = opts.keepalive;
+  const beat = (inMs: number) => {
+    keepaliveTimer = setTimeout(() => {
+      if (closed) return;
+      const idle = performance.now() - lastWrite;
+      if (idle >= keepalive!.everyMs) {
+        writer.write(keepalive!.frame());
+        beat(keepalive!.everyMs);
+      } else beat(keepalive!.everyMs - idle);
+    }, inMs);
+  };
   const finish = (why: "client" | "dropped" | "ended") => {
     if (closed) return false;
     closed = true;
+    clearTimeout(keepaliveTimer);
     ticker?.cancel(flushLater);
     opts.onClose?.(why);
     return true;
@@ -104,6 +130,7 @@ export function sseStream(opts: SseStreamOptions = {}): { response: Response; wr
     write(frame) {
       if (closed) return;
       const bytes = typeof frame === "string" ? encoder.encode(frame) : frame;
+      lastWrite = performance.now();
       parts.push(bytes);
       partsBytes += bytes.length;
       if (backlog() > limit) {
@@ -137,6 +164,7 @@ export function sseStream(opts: SseStreamOptions = {}): { response: Response; wr
   const body = new ReadableStream<Uint8Array>({
     start(ctl) {
       controller = ctl;
+      if (keepalive) beat(keepalive.everyMs);
       opts.onStart?.(writer);
     },
     pull() {
@@ -160,6 +188,8 @@ export type SseOptions = {
   onCancel?: () => void;
   /** Formats one payload into wire bytes (default: a data-only message). */
   format?: (payload: string) => string;
+  /** See {@link SseStreamOptions.keepalive}. */
+  keepalive?: Keepalive;
   headers?: Record<string, string>;
 };
 
@@ -174,6 +204,7 @@ export function sseResponse(payloads: AsyncIterable<string>, opts: SseOptions = 
   const { response } = sseStream({
     bufferLimit: opts.bufferLimit,
     headers: opts.headers,
+    keepalive: opts.keepalive,
     onClose: (why) => {
       if (why === "ended") return;
       opts.onCancel?.();

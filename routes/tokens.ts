@@ -57,7 +57,7 @@ export function tokenRoutes(state: ServerState): Hono {
     let tokens: number[];
     if (b.messages) {
       // The chat turn's own rendering, so this count is the prompt a chat request would get.
-      const planned = messagesTurn(b.messages, {
+      const planned = await messagesTurn(b.messages, {
         addGenerationPrompt: b.add_generation_prompt ?? true,
         prefill: b.continue_final_message ?? false,
         extra: b.chat_template_kwargs,
@@ -77,12 +77,12 @@ export function tokenRoutes(state: ServerState): Hono {
   function messagesTurn(
     messages: z.output<typeof messageSchema>[],
     render: { addGenerationPrompt: boolean; prefill: boolean; extra?: Record<string, unknown> },
-  ): TurnResult<ChatTurn> {
+  ): Promise<TurnResult<ChatTurn>> {
     let conv;
     try {
       conv = chatCompletionsConversation({ messages }).conv;
     } catch (e) {
-      return { ok: false, error: turnError(e, "messages") };
+      return Promise.resolve({ ok: false, error: turnError(e, "messages") });
     }
     return planTurn(state, {
       conv,

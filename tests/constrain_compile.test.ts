@@ -934,6 +934,34 @@ function mutateJson(r: Rng, v: Json): Json {
   return randomLeaf(r);
 }
 
+/**
+ * `additionalProperties: false` wherever an object schema declares properties without it. The
+ * branches of an `allOf` are merged by the compiler before that default applies (properties are
+ * pooled), which JSON Schema says with `unevaluatedProperties: false` on the node that holds them.
+ */
+function closeDeclaredObjects(v: Json, inAllOf = false): Json {
+  if (Array.isArray(v)) return v.map((x) => closeDeclaredObjects(x, inAllOf));
+  if (typeof v !== "object" || v === null) return v;
+  const out: Record<string, Json> = {};
+  for (const [k, x] of Object.entries(v)) {
+    // A `properties` map's keys are names, not keywords: only its values are schemas.
+    out[k] = k === "properties" && typeof x === "object" && x !== null && !Array.isArray(x)
+      ? Object.fromEntries(Object.entries(x).map(([n, y]) => [n, closeDeclaredObjects(y)]))
+      : closeDeclaredObjects(x, k === "allOf");
+  }
+  const declares = (o: Json) =>
+    typeof o === "object" && o !== null && !Array.isArray(o) && typeof o.properties === "object";
+  if (!inAllOf && declares(out) && !("additionalProperties" in out)) {
+    out.additionalProperties = false;
+  }
+  const branches = Array.isArray(out.allOf) ? out.allOf : [];
+  if (
+    branches.some(declares) &&
+    !branches.some((b) => typeof b === "object" && b !== null && "additionalProperties" in b)
+  ) out.unevaluatedProperties = false;
+  return out;
+}
+
 Deno.test("JSON Schema: random schemas agree with ajv on canonical JSON text", () => {
   const ajv = new Ajv2020({ strict: false, validateFormats: false });
   const r = rng(424242);
@@ -944,7 +972,9 @@ Deno.test("JSON Schema: random schemas agree with ajv on canonical JSON text", (
     const defs: Record<string, Json> = {};
     const gen = genSchema(r, 2, defs);
     const schema = Object.keys(defs).length ? { ...gen.schema, $defs: defs } : gen.schema;
-    const validate = ajv.compile(schema);
+    // The compiler closes objects that declare properties and leave additionalProperties out
+    // (as llama.cpp does); ajv judges the same schema with that made explicit.
+    const validate = ajv.compile(closeDeclaredObjects(schema) as Record<string, Json>);
     const values: Json[] = [];
     for (let i = 0; i < 3; i++) values.push(gen.valid(r));
     for (const v of values.slice()) for (let i = 0; i < 2; i++) values.push(mutateJson(r, v));
@@ -1028,7 +1058,21 @@ Deno.test("objects: order, optional subsets, additionalProperties", () => {
   expectAccepts(big, '{"p3":1,"p40":2,"p59":3}', true);
   expectAccepts(big, '{"p40":2,"p3":1}', false);
 
-  const open = jsonSchemaToGbnf({ type: "object", properties: { a: { type: "integer" } } });
+  // Declared properties without additionalProperties: only those (llama.cpp's and xgrammar's
+  // reading; a forced call of a zod-made MCP tool must be able to end).
+  const declared = jsonSchemaToGbnf({ type: "object", properties: { a: { type: "integer" } } });
+  expectAccepts(declared, '{"a":1}', true);
+  expectAccepts(declared, "{}", true);
+  expectAccepts(declared, '{"a":1,"zz":1}', false);
+  expectAccepts(declared, '{"zz":"x"}', false);
+  // An object with no declared properties stays open.
+  expectAccepts(jsonSchemaToGbnf({ type: "object" }), '{"zz":[1,{"q":null}]}', true);
+
+  const open = jsonSchemaToGbnf({
+    type: "object",
+    properties: { a: { type: "integer" } },
+    additionalProperties: true,
+  });
   expectAccepts(open, '{"a":1,"zz":[1,{"q":null}]}', true);
   expectAccepts(open, '{"zz":"x"}', true);
   expectAccepts(open, '{"a":1,"a":"dup"}', false); // extra keys never reuse a listed name

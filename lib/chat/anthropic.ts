@@ -23,6 +23,7 @@
 import {
   chatInputError,
   type Conversation,
+  IMAGE_PLACEHOLDER,
   type Part,
   type ToolChoice,
   type ToolSpec,
@@ -74,7 +75,7 @@ function systemParts(system: AnthropicInput["system"]): Part[] {
 }
 
 /** A tool_result's content: a string, or text blocks (other blocks refused by name). */
-function resultText(content: unknown, param: string): string {
+function resultText(content: unknown, param: string, ignored: string[]): string {
   if (content === undefined || content === null) return "";
   if (typeof content === "string") return content;
   if (!Array.isArray(content)) {
@@ -83,7 +84,8 @@ function resultText(content: unknown, param: string): string {
   return content.map((b: AnthropicBlock, i) => {
     if (b.type === "text" && typeof b.text === "string") return b.text;
     if (b.type === "image") {
-      throw chatInputError(`${param}[${i}]`, "image results are not supported (text only)");
+      ignored.push(`${param}[${i}] (image: the model reads text only)`);
+      return IMAGE_PLACEHOLDER;
     }
     return JSON.stringify(b);
   }).join("\n");
@@ -132,7 +134,7 @@ function blockParts(
         results.push({
           type: "tool_result",
           callId: b.tool_use_id,
-          content: resultText(b.content, `${at}.content`),
+          content: resultText(b.content, `${at}.content`, ignored),
           ...(b.is_error === true ? { isError: true } : {}),
         });
         break;
@@ -145,7 +147,8 @@ function blockParts(
         throw chatInputError(at, "only plain-text documents are supported (source.type text)");
       }
       case "image":
-        throw chatInputError(at, "image input is not supported: the served model reads text only");
+        parts.push({ type: "image", source: at });
+        break;
       default:
         // Blocks that carry no text for the model (web search results of a server tool, a
         // container upload, ...): left out and named, never a 400.

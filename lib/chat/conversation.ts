@@ -41,8 +41,15 @@ export type ToolResultPart = {
   content: string;
   isError?: boolean;
 };
-/** An image the client sent; the served models read no images, so adapters refuse these. */
+/**
+ * An image the client sent (`source`: the wire field that carried it). The served models read
+ * text only; a refused image would break every later turn of an agent's session (the history is
+ * resent), so the image is rendered as {@link IMAGE_PLACEHOLDER} and named as ignored.
+ */
 export type ImagePart = { type: "image"; source: string };
+
+/** What an image becomes in the prompt of a text-only model. */
+export const IMAGE_PLACEHOLDER = "[image omitted: this model reads text only]";
 
 export type Part = TextPart | ReasoningPart | ToolCallPart | ToolResultPart | ImagePart;
 
@@ -121,5 +128,7 @@ export function newCallId(prefix = "call_"): string {
 
 /** Plain text of a list of parts (text parts only), joined as the template expects. */
 export function partsText(parts: Part[], join = "\n"): string {
-  return parts.filter((p): p is TextPart => p.type === "text").map((p) => p.text).join(join);
+  return parts.flatMap((p) =>
+    p.type === "text" ? [p.text] : p.type === "image" ? [IMAGE_PLACEHOLDER] : []
+  ).join(join);
 }

@@ -51,7 +51,28 @@ export type ChatGenOptions = {
   /** The wire field that asked for `grammar`, for error messages. */
   grammarParam?: string;
   logprobs?: number;
+  /**
+   * Reasoning tokens allowed before the family's end-of-reasoning marker is forced (Anthropic
+   * `thinking.budget_tokens`, `reasoning_effort` / `reasoning.effort`); undefined: no cap.
+   */
+  reasoningBudget?: number;
 };
+
+/**
+ * The reasoning tokens an effort level allows (`reasoning_effort`, `reasoning.effort`): `none` and
+ * `minimal` close reasoning at once; `xhigh` and unknown levels leave it uncapped.
+ */
+export const EFFORT_BUDGETS: Readonly<Record<string, number>> = {
+  none: 0,
+  minimal: 0,
+  low: 1024,
+  medium: 4096,
+  high: 16384,
+};
+
+export function effortBudget(effort: string | null | undefined): number | undefined {
+  return effort == null ? undefined : EFFORT_BUDGETS[effort];
+}
 
 export type ChatPlan = {
   prompt: number[];
@@ -233,6 +254,17 @@ export function planChat(
       stop: opts.stop,
       ignoreEos: opts.ignoreEos,
       ...(opts.logprobs !== undefined ? { logprobs: opts.logprobs } : {}),
+      ...(opts.reasoningBudget !== undefined && format.reasoning
+        ? {
+          reasoningBudget: {
+            tokens: opts.reasoningBudget,
+            open: reasoningOpen,
+            start: format.reasoning.start,
+            end: format.reasoning.end,
+            force: tokenizeText(m, format.reasoning.end, false),
+          },
+        }
+        : {}),
     },
   };
 }

@@ -17,6 +17,7 @@ import {
   chatInputError,
   type Conversation,
   type Part,
+  partsText,
   type ToolChoice,
   type ToolSpec,
   toolSpec,
@@ -63,10 +64,7 @@ function partsOf(content: OpenAIMessage["content"], param: string): Part[] {
     ) return [{ type: "text", text: p.text }];
     if (p.type === "refusal") return [];
     if (p.type === "image_url" || p.type === "input_image") {
-      throw chatInputError(
-        `${param}[${j}]`,
-        "image input is not supported: the served model reads text only",
-      );
+      return [{ type: "image", source: `${param}[${j}]` }];
     }
     throw chatInputError(
       `${param}[${j}]`,
@@ -76,7 +74,7 @@ function partsOf(content: OpenAIMessage["content"], param: string): Part[] {
 }
 
 function textOf(content: OpenAIMessage["content"], param: string): string {
-  return partsOf(content, param).map((p) => (p as { text: string }).text).join("");
+  return partsText(partsOf(content, param), "");
 }
 
 /** Function tools become specs; other tool types are left out and named in `ignored`. */

@@ -87,14 +87,6 @@ export function toTemplateMessages(conv: Conversation, systemExtra = ""): ChatMe
   let seenOther = false;
   let pendingNote: string[] = [];
   for (const [i, turn] of conv.turns.entries()) {
-    for (const p of turn.parts) {
-      if (p.type === "image") {
-        throw chatInputError(
-          `messages[${i}]`,
-          "image input is not supported: the served model reads text only",
-        );
-      }
-    }
     if (turn.role === "system" || turn.role === "developer") {
       const t = text(turn.parts);
       if (!seenOther) system.push(t);
@@ -171,7 +163,8 @@ export function renderConversation(
   const systemExtra = offerTools && !format.rendersTools && format.toolSystemPrompt
     ? format.toolSystemPrompt(conv.tools)
     : "";
-  const messages = toTemplateMessages(conv, systemExtra);
+  const plain = toTemplateMessages(conv, systemExtra);
+  const messages = format.templateMessages ? format.templateMessages(plain) : plain;
   let prefill: string | undefined;
   const last = messages.at(-1);
   if (opts.prefill && last?.role === "assistant" && !last.tool_calls) {

@@ -61,7 +61,8 @@ function contentParts(content: unknown, param: string): Part[] {
       typeof p.text === "string"
     ) return [{ type: "text", text: p.text }];
     if (p.type === "refusal") return [];
-    if (p.type === "input_image" || p.type === "input_file" || p.type === "input_audio") {
+    if (p.type === "input_image") return [{ type: "image", source: `${param}[${j}]` }];
+    if (p.type === "input_file" || p.type === "input_audio") {
       throw chatInputError(
         `${param}[${j}]`,
         `${p.type} is not supported: the served model reads text only`,

@@ -12,7 +12,7 @@
  * import { defaultSampling } from "../engine/sampling.ts";
  * declare const deps: import("./turn.ts").TurnDeps;
  * declare const conv: import("./conversation.ts").Conversation;
- * const planned = planTurn(deps, {
+ * const planned = await planTurn(deps, {
  *   conv,
  *   toolChoiceGiven: false,
  *   toolParam: (i) => `tools[${i}].function`,
@@ -68,9 +68,12 @@ export type TurnDeps = {
  * loaded yet, `no_template` a model without a chat template.
  */
 export type TurnError = {
-  kind: "invalid_request" | "overloaded" | "loading" | "no_template";
+  kind: "invalid_request" | "context_length_exceeded" | "overloaded" | "loading" | "no_template";
   message: string;
   param?: string;
+  /** For `context_length_exceeded`: the prompt's tokens and the context per sequence. */
+  promptTokens?: number;
+  contextTokens?: number;
 };
 
 export type TurnResult<T> = { ok: true; value: T } | { ok: false; error: TurnError };
@@ -118,6 +121,15 @@ export function turnError(e: unknown, promptParam?: string): TurnError {
     return { kind: "invalid_request", message: e.message, param: e.param };
   }
   if (isRefusal(e)) {
+    if (e.kind === "too_long" && e.promptTokens !== undefined) {
+      return {
+        kind: "context_length_exceeded",
+        message: e.message,
+        param: promptParam,
+        promptTokens: e.promptTokens,
+        contextTokens: e.contextTokens,
+      };
+    }
     return e.kind === "busy"
       ? { kind: "overloaded", message: e.message }
       : { kind: "invalid_request", message: e.message, param: promptParam };
@@ -138,9 +150,10 @@ export function turnReady(deps: TurnDeps): TurnError | undefined {
  * Attaches the request's MCP servers, checks its tools and plans the first round. Everything a
  * client can get wrong is found here, before any response has begun.
  */
-export function planTurn(deps: TurnDeps, req: TurnRequest): TurnResult<ChatTurn> {
+export async function planTurn(deps: TurnDeps, req: TurnRequest): Promise<TurnResult<ChatTurn>> {
   const notReady = turnReady(deps);
   if (notReady) return { ok: false, error: notReady };
+  await mcpSettled(deps.mcp, req.mcp ?? []);
   const engine = deps.engine!;
   const template = deps.template!;
   const attach = req.mcp ?? [];
@@ -164,7 +177,14 @@ export function planTurn(deps: TurnDeps, req: TurnRequest): TurnResult<ChatTurn>
     }
     const checked = checkTools(conv.tools, req.toolParam, req.schemaKey);
     conv.tools = checked.tools;
-    notes.push(...(req.ignored ?? []), ...checked.notes);
+    notes.push(...(req.ignored ?? []), ...checked.notes, ...imageNotes(conv));
+    const down = unavailableServers(deps.mcp, attach, serverTools);
+    if (down && conv.toolChoice.type !== "none" && conv.toolChoice.type !== "auto") {
+      // A forced call with nothing to call would otherwise read "needs at least one tool".
+      if (conv.tools.length === 0) {
+        return fail("invalid_request", `${down.param}: ${down.why}`, down.param);
+      }
+    }
     const plan = planChat(engine.model, template, conv, req.gen, req.render);
     return { ok: true, value: { plan, notes, serverTools, conv, request: req, engine, template } };
   } catch (e) {
@@ -224,6 +244,60 @@ function toolLoop(
     turn.conv,
     tools,
     { maxRounds: MAX_TOOL_ROUNDS, signal },
+  );
+}
+
+/**
+ * How long a request waits for an attached MCP server that is still connecting (at start-up, or
+ * after it dropped): long enough for a stdio server to start, short of a client's patience.
+ */
+export const MCP_WAIT_MS = 10_000;
+
+/** Waits (bounded) until no attached server is connecting. */
+async function mcpSettled(registry: McpRegistry | undefined, attach: McpAttachment[]) {
+  if (!registry || attach.length === 0) return;
+  const pending = () =>
+    registry.states().some((s) =>
+      attach.some((a) => a.server === s.name) &&
+      (s.status === "connecting" || s.status === "reconnecting")
+    );
+  if (!pending()) return;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<void>((r) => timer = setTimeout(r, MCP_WAIT_MS));
+  // `ready()` settles once every server connected or failed once; poll for a reconnection.
+  const poll = (async () => {
+    while (pending()) await new Promise((r) => setTimeout(r, 100));
+  })();
+  await Promise.race([Promise.all([registry.ready(), poll]), deadline]);
+  clearTimeout(timer);
+}
+
+/** The first attached server that brought no tools, and its state, for a clear refusal. */
+function unavailableServers(
+  registry: McpRegistry | undefined,
+  attach: McpAttachment[],
+  tools: ServerTools | undefined,
+): { param: string; why: string } | undefined {
+  for (const a of attach) {
+    if (tools?.specs.some((t) => tools.owner(t.name)?.server === a.server)) continue;
+    const state = registry?.states().find((s) => s.name === a.server);
+    if (!state) continue;
+    return {
+      param: a.param,
+      why: `MCP server "${a.server}" is ${state.status}${
+        state.error ? `: ${state.error}` : ""
+      }, so it has no tools to call`,
+    };
+  }
+  return undefined;
+}
+
+/** Images become a placeholder in the prompt (see `ImagePart`); each is named as ignored. */
+function imageNotes(conv: Conversation): string[] {
+  return conv.turns.flatMap((t) =>
+    t.parts.flatMap((p) =>
+      p.type === "image" ? [`${p.source} (image: the model reads text only)`] : []
+    )
   );
 }
 

@@ -970,7 +970,12 @@ function compileObject(ctx: Ctx, s: { [k: string]: Json }, path: string): Expr {
     err("required", "required must be an array of strings", ptr(path, "required"));
   }
   const required = new Set((s.required ?? []) as string[]);
-  const additional: Schema = "additionalProperties" in s ? s.additionalProperties as Schema : true;
+  // Without `additionalProperties`, an object that declares `properties` admits only those, as
+  // llama.cpp's and xgrammar's converters do: otherwise a forced call of a tool made from a zod
+  // shape (which leaves the keyword out) may invent keys for ever and never close.
+  const additional: Schema = "additionalProperties" in s
+    ? s.additionalProperties as Schema
+    : !("properties" in s);
   const addPath = ptr(path, "additionalProperties");
 
   // An additionalProperties schema nothing satisfies is the same as false.

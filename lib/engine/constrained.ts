@@ -316,6 +316,27 @@ function triggerCheck(
   return p;
 }
 
+/**
+ * Accepts a token the engine forces (a reasoning budget's end marker) as if sampled: only while
+ * a lazy grammar still awaits its trigger and the token does not fire it, since a grammar that
+ * governs the output decides every token itself. Returns whether the token was taken.
+ */
+export function acceptForced(
+  m: EngineModel,
+  chain: SamplerPtr,
+  g: SeqGrammar,
+  token: number,
+): boolean {
+  const w = g.watch;
+  if (!w?.awaiting) return false;
+  const p = peekTrigger(w, token, tokenToPiece(m.llama, m.vocab, token, true));
+  if (p.replay) return false;
+  samplerAccept(m.llama, g.sampler, token);
+  commitTrigger(w, token, p);
+  samplerAccept(m.llama, chain, token);
+  return true;
+}
+
 /** Rejected candidates tried before giving up on a step (only lazy triggers add more than one). */
 const MAX_REJECTED = 16;
 

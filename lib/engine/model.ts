@@ -10,6 +10,7 @@
  * ```
  * @module
  */
+import { modelSamplingDefaults, type SamplingDefaults } from "./sampling.ts";
 import {
   attachLlama,
   attachThreadpool,
@@ -27,6 +28,7 @@ import {
   memory,
   type ModelInfo,
   modelInfo,
+  modelMeta,
   type ModelPtr,
   modelVocab,
   newContext,
@@ -122,6 +124,8 @@ export type EngineModel = {
   graphBatch?: GraphBatch;
   /** What `--max-seq-len` and `--max-batch` became, and why (`fit.ts`). */
   fit?: Fit;
+  /** What a request that names no sampling field gets (the model's own, else Hearth's). */
+  samplingDefaults?: SamplingDefaults;
 };
 
 /** Whether the GGUF has NextN blocks with their tensors (a file without them aborts llama.cpp). */
@@ -216,6 +220,7 @@ export async function loadEngineModel(o: LoadOptions): Promise<EngineModel> {
       maxBatch: graph ? maxBatch : cInfo.nSeqMax,
       graphBatch: graph,
       fit,
+      samplingDefaults: modelSamplingDefaults((key) => modelMeta(llama, model, key)),
       path: o.path,
       threadpool: pool,
       mtp,

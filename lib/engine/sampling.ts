@@ -26,16 +26,69 @@ export type Sampling = {
   logitBias: [number, number][];
 };
 
-export function defaultSampling(): Sampling {
+/**
+ * What a request that names no sampling field gets (agents send none): the model's own
+ * recommendation where its GGUF has one (`general.sampling.*`), else llama.cpp's common defaults.
+ */
+export type SamplingDefaults = {
+  temperature: number;
+  topK: number;
+  topP: number;
+  minP: number;
+  repetitionPenalty: number;
+  penaltyLastN: number;
+  /** Which of these the model's GGUF set (the rest are Hearth's). */
+  fromModel: string[];
+};
+
+/** llama.cpp's common defaults (`llama-server` samples with these when a request sends none). */
+export const HEARTH_SAMPLING_DEFAULTS: SamplingDefaults = {
+  temperature: 0.8,
+  topK: 40,
+  topP: 0.95,
+  minP: 0.05,
+  repetitionPenalty: 1,
+  penaltyLastN: 64,
+  fromModel: [],
+};
+
+/** The GGUF keys a model may recommend its sampling with, and the field each sets. */
+const MODEL_SAMPLING_KEYS: [string, keyof Omit<SamplingDefaults, "fromModel">][] = [
+  ["general.sampling.temp", "temperature"],
+  ["general.sampling.top_k", "topK"],
+  ["general.sampling.top_p", "topP"],
+  ["general.sampling.min_p", "minP"],
+  ["general.sampling.penalty_repeat", "repetitionPenalty"],
+  ["general.sampling.penalty_last_n", "penaltyLastN"],
+];
+
+/** The defaults for a model whose metadata `meta(key)` reads; values out of range are skipped. */
+export function modelSamplingDefaults(meta: (key: string) => string | undefined): SamplingDefaults {
+  const out: SamplingDefaults = { ...HEARTH_SAMPLING_DEFAULTS, fromModel: [] };
+  for (const [key, field] of MODEL_SAMPLING_KEYS) {
+    const raw = meta(key);
+    if (raw === undefined || raw.trim() === "") continue;
+    const v = Number(raw);
+    const ok = Number.isFinite(v) && v >= 0 &&
+      (field === "topP" || field === "minP" ? v <= 1 : true) &&
+      (field === "topK" || field === "penaltyLastN" ? Number.isInteger(v) : true);
+    if (!ok) continue;
+    out[field] = v;
+    out.fromModel.push(key);
+  }
+  return out;
+}
+
+export function defaultSampling(d: SamplingDefaults = HEARTH_SAMPLING_DEFAULTS): Sampling {
   return {
-    temperature: 1,
-    topP: 1,
-    topK: 0,
-    minP: 0,
-    repetitionPenalty: 1,
+    temperature: d.temperature,
+    topP: d.topP,
+    topK: d.topK,
+    minP: d.minP,
+    repetitionPenalty: d.repetitionPenalty,
     frequencyPenalty: 0,
     presencePenalty: 0,
-    penaltyLastN: 64,
+    penaltyLastN: d.penaltyLastN,
     seed: randomSeed(),
     logitBias: [],
   };

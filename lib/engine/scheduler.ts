@@ -47,6 +47,7 @@ import {
 import { newChannel } from "./channel.ts";
 import { onAccelerator } from "./devices.ts";
 import {
+  acceptForced,
   freeGrammarSampler,
   newGrammarSampler,
   sampleConstrained,
@@ -93,6 +94,12 @@ export type GenRequest = {
    * off. Also adds the sampled ids to `done.tokens`.
    */
   logprobs?: number;
+  /**
+   * A cap on reasoning tokens: counted between the family's `start` marker (or from the first
+   * token when the prompt left reasoning `open`) and its `end`; at the cap the `force` tokens
+   * (the end marker) are emitted as the next tokens, so the model goes on to answer.
+   */
+  reasoningBudget?: ReasoningBudget;
   /**
    * Logprobs of each prompt token given its prefix, with this many alternatives (0..20), in
    * `done.promptLogprobs`. Recomputes the whole prompt (no prefix reuse: reused cells have no
@@ -145,11 +152,37 @@ export type GenEvent =
   }
   | { type: "error"; message: string };
 
-/** A request the engine refuses before it starts (bad input or no room): carries an HTTP-ish kind. */
-export type EngineRefusal = Error & { kind: "too_long" | "busy" | "invalid" };
+export type ReasoningBudget = {
+  tokens: number;
+  open: boolean;
+  start: string;
+  end: string;
+  force: number[];
+};
 
-export function refusal(kind: EngineRefusal["kind"], message: string): EngineRefusal {
-  return Object.assign(new Error(message), { kind });
+/** A sequence's progress against its reasoning budget. */
+type BudgetState = {
+  left: number;
+  inside: boolean;
+  tail: string;
+  forcing: number[];
+  done: boolean;
+};
+
+/** A request the engine refuses before it starts (bad input or no room): carries an HTTP-ish kind. */
+export type EngineRefusal = Error & {
+  kind: "too_long" | "busy" | "invalid";
+  /** For `too_long`: the prompt's tokens and the context per sequence, for clients' own words. */
+  promptTokens?: number;
+  contextTokens?: number;
+};
+
+export function refusal(
+  kind: EngineRefusal["kind"],
+  message: string,
+  sizes: { promptTokens?: number; contextTokens?: number } = {},
+): EngineRefusal {
+  return Object.assign(new Error(message), { kind, ...sizes });
 }
 
 export function isRefusal(e: unknown): e is EngineRefusal {
@@ -164,6 +197,7 @@ export function checkRequest(m: EngineModel, req: GenRequest): void {
       "too_long",
       `the prompt has ${req.prompt.length} tokens but the context per sequence is ` +
         `${m.nCtxSeq} tokens (it must leave room for at least one generated token)`,
+      { promptTokens: req.prompt.length, contextTokens: m.nCtxSeq },
     );
   }
   for (const key of ["logprobs", "promptLogprobs"] as const) {
@@ -282,6 +316,7 @@ type Seq = {
   promptLogprobs?: (TokenLogprob | null)[];
   /** Prompt rows of this step with logits to score: batch row of prompt token `from` onwards. */
   promptRows?: { row: number; from: number; count: number };
+  budget?: BudgetState;
 };
 
 /**
@@ -379,6 +414,19 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Lo
       cached: 0,
       remote: 0,
       text: newTextStream(req.stop),
+      ...(req.reasoningBudget
+        ? {
+          budget: {
+            left: req.reasoningBudget.tokens,
+            inside: req.reasoningBudget.open,
+            tail: "",
+            forcing: req.reasoningBudget.open && req.reasoningBudget.tokens <= 0
+              ? [...req.reasoningBudget.force]
+              : [],
+            done: req.reasoningBudget.force.length === 0,
+          },
+        }
+        : {}),
       ...(req.logprobs !== undefined ? { tokens: [] } : {}),
       ...(req.promptLogprobs !== undefined
         ? { promptLogprobs: new Array<TokenLogprob | null>(req.prompt.length).fill(null) }
@@ -741,8 +789,53 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Lo
     batch.logits[i] = logits ? 1 : 0;
   }
 
+  /**
+   * The next token of a reasoning budget's end marker, accepted into the sequence's samplers as
+   * if sampled; undefined when nothing is being forced (or a grammar that already governs the
+   * output would not take it, which ends the forcing).
+   */
+  function forcedToken(seq: Seq): number | undefined {
+    const b = seq.budget;
+    if (!b?.forcing.length) return undefined;
+    const token = b.forcing[0];
+    if (seq.grammar) {
+      if (!acceptForced(m, seq.chain!, seq.grammar, token)) {
+        b.forcing = [];
+        b.done = true;
+        return undefined;
+      }
+    } else if (!seq.greedy) samplerAccept(m.llama, seq.chain!, token);
+    b.forcing.shift();
+    return token;
+  }
+
+  /** Counts a generated piece against the reasoning budget; at the cap, starts the forcing. */
+  function countReasoning(seq: Seq, piece: string): void {
+    const b = seq.budget;
+    if (!b || b.done) return;
+    const marks = seq.req.reasoningBudget!;
+    b.tail = (b.tail + piece).slice(-(Math.max(marks.start.length, marks.end.length) + 16));
+    if (!b.inside) {
+      const at = b.tail.indexOf(marks.start);
+      if (at < 0) return;
+      b.inside = true;
+      b.tail = b.tail.slice(at + marks.start.length);
+      if (b.left <= 0) b.forcing = [...marks.force];
+      return;
+    }
+    if (b.tail.includes(marks.end)) {
+      b.done = true;
+      b.forcing = [];
+      return;
+    }
+    if (b.forcing.length) return;
+    if (--b.left <= 0) b.forcing = [...marks.force];
+  }
+
   /** Samples batch row `row` of `seq`; undefined when the grammar allows nothing more. */
   function sampleRow(seq: Seq, row: number): number | undefined {
+    const forced = forcedToken(seq);
+    if (forced !== undefined) return forced;
     if (seq.grammar) {
       return sampleConstrained(m, seq.chain!, seq.grammar, row, seq.req.ignoreEos);
     }
@@ -774,10 +867,9 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Lo
       seq.tokens.push(token);
       seq.out.push({ type: "logprobs", entries: [tokenLogprob(row, token, seq.req.logprobs!)] });
     }
-    const { emit, stopped, stop } = pushPiece(
-      seq.text,
-      tokenToPiece(m.llama, m.vocab, token, false),
-    );
+    const piece = tokenToPiece(m.llama, m.vocab, token, false);
+    if (seq.budget) countReasoning(seq, new TextDecoder().decode(piece));
+    const { emit, stopped, stop } = pushPiece(seq.text, piece);
     if (emit) seq.out.push({ type: "text", text: emit });
     if (stopped) finish(seq, "stop", stop);
     else if (seq.generated >= seq.req.maxTokens || pos + 1 >= m.nCtxSeq) finish(seq, "length");

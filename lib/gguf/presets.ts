@@ -40,6 +40,7 @@ import {
   type GgufKv,
   GgufType,
   kvF32,
+  kvI32,
   kvString,
   kvU32,
   Q8_0_BLOCK_BYTES,
@@ -150,6 +151,11 @@ export type MakeModelOptions = {
   /** Override the preset's layer count (the GPU smoke decode uses a one-layer `tiny`). */
   layers?: number;
   /**
+   * The model's recommended sampling, as `general.sampling.*` keys (`temp`, `top_k`, `top_p`,
+   * `min_p`, ...): what a request that names no sampling field gets.
+   */
+  sampling?: Record<string, number>;
+  /**
    * Override the preset's training context (`llama.context_length`): a model whose full context
    * x 32 sequences cannot fit in memory tests `--max-seq-len auto` (`lib/engine/fit.ts`).
    */
@@ -249,8 +255,13 @@ export function loadLlamaBpeVocab(): Promise<[string, GgufKv][]> {
 /** All metadata of a generated model, in file order. */
 export async function modelMetadata(
   preset: ModelPreset,
-  opts: { dtype?: ModelDtype; embedding?: boolean; name?: string; chatFormat?: ChatFormatName } =
-    {},
+  opts: {
+    dtype?: ModelDtype;
+    embedding?: boolean;
+    name?: string;
+    chatFormat?: ChatFormatName;
+    sampling?: Record<string, number>;
+  } = {},
 ): Promise<Map<string, GgufKv>> {
   const dtype = opts.dtype ?? preset.dtype;
   const vocab = await loadLlamaBpeVocab();
@@ -296,6 +307,11 @@ export async function modelMetadata(
     ["llama.vocab_size", kvU32(tokenList.length)],
   ]);
   if (opts.embedding) md.set("llama.pooling_type", kvU32(1));
+  // llama.cpp reads the counts as int32 and the rest as float32.
+  for (const [key, v] of Object.entries(opts.sampling ?? {})) {
+    const whole = key === "top_k" || key === "penalty_last_n" || key === "mirostat";
+    md.set(`general.sampling.${key}`, whole ? kvI32(v) : kvF32(v));
+  }
   for (const [key, kv] of tokenizer) md.set(key, kv);
   return md;
 }

@@ -1,0 +1,352 @@
+// A day of agent work (docs/ARCHITECTURE.md, "Inference API and the field policy"): streams stay
+// alive through a long prefill and a queue wait, images to a text-only model become a placeholder,
+// and a prompt over the context is refused in each client's own words.
+import assert from "node:assert/strict";
+import { startServer } from "../tools/server_process.ts";
+import { chatFormatModelPath, tinyModelPath } from "./support/models.ts";
+import { defaultSampling, modelSamplingDefaults } from "../lib/engine/sampling.ts";
+import { makeModel } from "../lib/gguf/mod.ts";
+
+const json = { "content-type": "application/json" };
+
+/** Reads a stream to its end, noting when each chunk arrived. */
+async function timedRead(res: Response): Promise<{ text: string; gaps: number[] }> {
+  const t0 = performance.now();
+  let last = t0;
+  const gaps: number[] = [];
+  let text = "";
+  const decoder = new TextDecoder();
+  for await (const chunk of res.body!) {
+    const now = performance.now();
+    gaps.push(now - last);
+    last = now;
+    text += decoder.decode(chunk, { stream: true });
+  }
+  return { text, gaps };
+}
+
+Deno.test({
+  name: "keepalive: no stream goes 10 s without bytes through a long prefill or a queue wait",
+  sanitizeResources: false,
+  fn: async () => {
+    // One sequence: the chat request's long prefill holds it while the other two wait queued.
+    await using srv = await startServer(["--model", await tinyModelPath(), "--max-batch", "1"]);
+    const long = "hello ".repeat(20_000);
+    const t0 = performance.now();
+    const chat = fetch(`${srv.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: json,
+      body: JSON.stringify({
+        messages: [{ role: "user", content: long }],
+        max_tokens: 2,
+        stream: true,
+      }),
+    }).then(timedRead);
+    await new Promise((r) => setTimeout(r, 300));
+    const anthropic = fetch(`${srv.url}/v1/messages`, {
+      method: "POST",
+      headers: json,
+      body: JSON.stringify({
+        model: "claude-x",
+        max_tokens: 2,
+        stream: true,
+        messages: [{ role: "user", content: "Hi" }],
+      }),
+    }).then(timedRead);
+    const responses = fetch(`${srv.url}/v1/responses`, {
+      method: "POST",
+      headers: json,
+      body: JSON.stringify({ input: "Hi", max_output_tokens: 2, stream: true }),
+    }).then(timedRead);
+    const [c, a, r] = await Promise.all([chat, anthropic, responses]);
+    const waited = performance.now() - t0;
+    // The test means something only if the streams really waited that long.
+    assert.ok(waited > 12_000, `the long prefill took only ${Math.round(waited)} ms`);
+    for (const [name, s] of [["chat", c], ["anthropic", a], ["responses", r]] as const) {
+      const worst = Math.max(...s.gaps);
+      assert.ok(worst <= 10_000, `${name}: ${Math.round(worst)} ms without a byte`);
+    }
+    assert.match(c.text, /^: keepalive$/m);
+    assert.match(c.text, /data: \[DONE\]/);
+    // Anthropic's own ping event, beyond the one after message_start.
+    assert.ok((a.text.match(/^event: ping$/gm) ?? []).length >= 2, a.text.slice(0, 400));
+    assert.match(a.text, /event: message_stop/);
+    // Responses: in_progress again, numbered in order with everything else.
+    assert.ok(
+      (r.text.match(/^event: response\.in_progress$/gm) ?? []).length >= 2,
+      r.text.slice(0, 400),
+    );
+    const seqs = [...r.text.matchAll(/"sequence_number":(\d+)/g)].map((m) => Number(m[1]));
+    assert.deepEqual(seqs, seqs.map((_, i) => i));
+    assert.match(r.text, /event: response\.(completed|incomplete)/, r.text.slice(-1500));
+  },
+});
+
+Deno.test({
+  name: "images to a text-only model are a placeholder, named as ignored, in every dialect",
+  sanitizeResources: false,
+  fn: async () => {
+    await using srv = await startServer(["--model", await tinyModelPath()]);
+    const png = "iVBORw0KGgo=";
+    const tokenize = async (messages: unknown) =>
+      (await (await fetch(`${srv.url}/tokenize`, {
+        method: "POST",
+        headers: json,
+        body: JSON.stringify({ messages, return_token_strs: true }),
+      })).json()) as { token_strs: string[] };
+    const asText = await tokenize([{
+      role: "user",
+      content: "look: [image omitted: this model reads text only]",
+    }]);
+    const cases: [string, unknown][] = [
+      ["/v1/chat/completions", {
+        max_tokens: 2,
+        messages: [{
+          role: "user",
+          content: [
+            { type: "text", text: "look: " },
+            { type: "image_url", image_url: { url: `data:image/png;base64,${png}` } },
+          ],
+        }],
+      }],
+      ["/v1/messages", {
+        model: "claude-x",
+        max_tokens: 2,
+        messages: [{
+          role: "user",
+          content: [
+            { type: "text", text: "look: " },
+            { type: "image", source: { type: "base64", media_type: "image/png", data: png } },
+          ],
+        }],
+      }],
+      ["/v1/responses", {
+        max_output_tokens: 2,
+        input: [{
+          role: "user",
+          content: [
+            { type: "input_text", text: "look: " },
+            { type: "input_image", image_url: `data:image/png;base64,${png}` },
+          ],
+        }],
+      }],
+    ];
+    for (const [path, body] of cases) {
+      const res = await fetch(`${srv.url}${path}`, {
+        method: "POST",
+        headers: json,
+        body: JSON.stringify(body),
+      });
+      const out = await res.json();
+      assert.equal(res.status, 200, `${path}: ${JSON.stringify(out)}`);
+      assert.match(res.headers.get("x-hearth-ignored-fields") ?? "", /image/, path);
+      const usage = out.usage;
+      const prompt = usage.prompt_tokens ??
+        usage.input_tokens + (usage.cache_read_input_tokens ?? 0);
+      // The same prompt as the placeholder sent as text (each dialect renders one user turn).
+      assert.equal(prompt, asText.token_strs.length, path);
+    }
+  },
+});
+
+Deno.test({
+  name: "a prompt over the context is refused in each client's own words",
+  sanitizeResources: false,
+  fn: async () => {
+    await using srv = await startServer([
+      "--model",
+      await tinyModelPath(),
+      "--max-seq-len",
+      "512",
+      "--max-batch",
+      "2",
+    ]);
+    const long = "hello ".repeat(700);
+    const post = async (path: string, body: unknown) => {
+      const res = await fetch(`${srv.url}${path}`, {
+        method: "POST",
+        headers: json,
+        body: JSON.stringify(body),
+      });
+      return { status: res.status, body: await res.json() };
+    };
+    const a = await post("/v1/messages", {
+      model: "claude-x",
+      max_tokens: 8,
+      messages: [{ role: "user", content: long }],
+    });
+    assert.equal(a.status, 400);
+    assert.equal(a.body.error.type, "invalid_request_error");
+    // What Claude Code matches to compact its history.
+    assert.match(a.body.error.message, /^prompt is too long: \d+ tokens > 512 maximum$/);
+    const c = await post("/v1/chat/completions", {
+      max_tokens: 8,
+      messages: [{ role: "user", content: long }],
+    });
+    assert.equal(c.status, 400);
+    // What Codex (and other OpenAI clients) match.
+    assert.equal(c.body.error.code, "context_length_exceeded");
+    assert.match(c.body.error.message, /\d+ tokens.*512 tokens/);
+    const r = await post("/v1/responses", { max_output_tokens: 8, input: long });
+    assert.equal(r.status, 400);
+    assert.equal(r.body.error.code, "context_length_exceeded");
+    const k = await post("/v1/completions", { max_tokens: 8, prompt: long });
+    assert.equal(k.status, 400);
+    assert.equal(k.body.error.code, "context_length_exceeded");
+  },
+});
+
+Deno.test("sampling defaults: the model's general.sampling.* keys, else llama.cpp's common ones", () => {
+  const meta = new Map([["general.sampling.temp", "0.6"], ["general.sampling.top_k", "20"]]);
+  const d = modelSamplingDefaults((k) => meta.get(k));
+  assert.deepEqual(
+    { t: d.temperature, k: d.topK, p: d.topP, m: d.minP },
+    { t: 0.6, k: 20, p: 0.95, m: 0.05 },
+  );
+  assert.deepEqual(d.fromModel, ["general.sampling.temp", "general.sampling.top_k"]);
+  // Nonsense values are the model's mistake: skipped, never applied.
+  const bad = modelSamplingDefaults((k) =>
+    k === "general.sampling.top_p" ? "7" : k === "general.sampling.top_k" ? "x" : undefined
+  );
+  assert.equal(bad.topP, 0.95);
+  assert.equal(bad.topK, 40);
+  assert.deepEqual(bad.fromModel, []);
+  assert.deepEqual(defaultSampling().temperature, 0.8);
+});
+
+Deno.test({
+  name: "sampling defaults: /props shows what a request with no sampling fields gets",
+  sanitizeResources: false,
+  fn: async () => {
+    const dir = await Deno.makeTempDir({ prefix: "hearth-sampling-" });
+    try {
+      const path = `${dir}/m.gguf`;
+      await makeModel({ preset: "tiny", out: path, sampling: { temp: 0.6, top_p: 0.9 } });
+      await using srv = await startServer(["--model", path, "--max-batch", "2"]);
+      const props = await (await fetch(`${srv.url}/props`)).json();
+      assert.deepEqual(props.default_sampling, {
+        temperature: 0.6,
+        top_k: 40,
+        top_p: 0.9,
+        min_p: 0.05,
+        repetition_penalty: 1,
+        penalty_last_n: 64,
+        from_model: ["general.sampling.temp", "general.sampling.top_p"],
+      });
+      await using demo = await startServer(["--model", await tinyModelPath(), "--max-batch", "2"]);
+      const plain = await (await fetch(`${demo.url}/props`)).json();
+      assert.equal(plain.default_sampling.temperature, 0.8);
+      assert.deepEqual(plain.default_sampling.from_model, []);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name: "MCP: a request waits for a server still connecting; a down one is named in the refusal",
+  sanitizeResources: false,
+  fn: async () => {
+    const dir = await Deno.makeTempDir({ prefix: "hearth-mcp-wait-" });
+    const fixture = new URL("./fixtures/mcp/server.ts", import.meta.url).pathname;
+    const stdio = (...extra: string[]) => ({
+      command: Deno.execPath(),
+      args: ["run", "-A", fixture, "--mode", "stdio", ...extra],
+    });
+    await Deno.writeTextFile(
+      `${dir}/mcp.json`,
+      JSON.stringify({
+        mcpServers: {
+          slow: stdio("--name", "slow", "--start-delay", "4000"),
+          broken: stdio("--fail-start"),
+        },
+      }),
+    );
+    try {
+      await using srv = await startServer([
+        "--model",
+        await chatFormatModelPath("hermes"),
+        "--mcp-config",
+        `${dir}/mcp.json`,
+        "--max-batch",
+        "2",
+        "--data-dir",
+        dir,
+      ]);
+      const states = (await (await fetch(`${srv.url}/health`)).json()).mcp;
+      assert.equal(states.find((s: { name: string }) => s.name === "slow").status, "connecting");
+      const chat = (server: string) =>
+        fetch(`${srv.url}/v1/chat/completions`, {
+          method: "POST",
+          headers: json,
+          body: JSON.stringify({
+            max_tokens: 64,
+            temperature: 0,
+            tool_choice: "required",
+            tools: [{ type: "mcp", server_label: server, allowed_tools: ["upper"] }],
+            messages: [{ role: "user", content: "shout hello" }],
+          }),
+        });
+      const ok = await chat("slow");
+      const body = await ok.json();
+      assert.equal(ok.status, 200, JSON.stringify(body));
+      const step = body.choices[0].message.hearth_tool_steps[0];
+      assert.equal(step.server_label, "slow");
+      assert.equal(step.output, JSON.parse(step.arguments).text.toUpperCase());
+      const down = await chat("broken");
+      const err = await down.json();
+      assert.equal(down.status, 400);
+      assert.match(err.error.message, /MCP server "broken" is (failed|reconnecting)/);
+      assert.equal(err.error.param, "tools[0].server_label");
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name: "reasoning budget: at the cap the family's end marker is forced and the answer follows",
+  sanitizeResources: false,
+  fn: async () => {
+    await using srv = await startServer([
+      "--model",
+      await chatFormatModelPath("hermes"),
+      "--max-batch",
+      "2",
+    ]);
+    const tokens = async (text: string) =>
+      (await (await fetch(`${srv.url}/tokenize`, {
+        method: "POST",
+        headers: json,
+        body: JSON.stringify({ prompt: text, add_special_tokens: false }),
+      })).json()).count as number;
+    for (const budget of [0, 8]) {
+      // The prefilled `<think>` leaves the reply inside reasoning from its first token.
+      const res = await fetch(`${srv.url}/v1/messages`, {
+        method: "POST",
+        headers: json,
+        body: JSON.stringify({
+          model: "claude-x",
+          max_tokens: 48,
+          temperature: 1,
+          thinking: { type: "enabled", budget_tokens: budget },
+          messages: [
+            { role: "user", content: "think, then answer" },
+            { role: "assistant", content: "<think>" },
+          ],
+        }),
+      });
+      const body = await res.json();
+      assert.equal(res.status, 200, JSON.stringify(body));
+      assert.doesNotMatch(res.headers.get("x-hearth-ignored-fields") ?? "", /budget_tokens/);
+      const thinking = body.content.find((b: { type: string }) => b.type === "thinking");
+      const text = body.content.find((b: { type: string }) => b.type === "text");
+      // The reasoning stopped at the cap (a token of slack: the marker may merge with it) and
+      // the model went on to answer after it.
+      const used = thinking ? await tokens(thinking.thinking) : 0;
+      assert.ok(used <= budget + 1, `budget ${budget}: ${used} reasoning tokens`);
+      assert.ok(text?.text.length > 0, `budget ${budget}: no answer after the reasoning`);
+      assert.doesNotMatch(text.text, /<\/?think>/);
+    }
+  },
+});
