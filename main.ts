@@ -252,7 +252,11 @@ async function serve(argv: string[]): Promise<void> {
         baseUrl: localBaseUrl(config.host, config.port),
         apiKey: config.apiKey,
         modelId: resolved.id,
-        contextWindow: config.maxSeqLen === "auto" ? undefined : config.maxSeqLen,
+        // Read at each launch: with `--max-seq-len auto` it is known once the model has loaded.
+        get contextWindow() {
+          return state.engine?.model.nCtxSeq ??
+            (config.maxSeqLen === "auto" ? undefined : config.maxSeqLen);
+        },
       },
     }).catch((e) => die((e as Error).message));
     surfaces.sessions = agentRoutes(agents);

@@ -86,7 +86,7 @@ export function toTemplateMessages(conv: Conversation, systemExtra = ""): ChatMe
   let system: string[] = [];
   let seenOther = false;
   let pendingNote: string[] = [];
-  for (const [i, turn] of conv.turns.entries()) {
+  for (const turn of conv.turns) {
     if (turn.role === "system" || turn.role === "developer") {
       const t = text(turn.parts);
       if (!seenOther) system.push(t);
