@@ -24,10 +24,11 @@ import { loadEngineModel } from "../lib/engine/model.ts";
 import { defaultSampling } from "../lib/engine/sampling.ts";
 import type { GenEvent } from "../lib/engine/scheduler.ts";
 import { startWorkerEngine } from "../lib/engine/worker_host.ts";
+import { tokenizeText } from "../lib/engine/tokens.ts";
 import { createApp } from "../routes/app.ts";
 import { newServerState } from "../routes/state.ts";
 import { llamaSourceDir } from "./support/llama_source.ts";
-import { tinyModelPath } from "./support/models.ts";
+import { cachedTinyModel, tinyModelPath } from "./support/models.ts";
 
 const TEMPLATES = `${await llamaSourceDir()}/models/templates`;
 const source = (file: string) => Deno.readTextFileSync(`${TEMPLATES}/${file}`);
@@ -725,5 +726,51 @@ for (const c of CASES) {
         assertValidCall(fc.name, rargs, `${c.label} responses stream`);
       },
     ].map((f) => f()));
+  });
+}
+
+// ---------------------------------------------------------------- make-model --chat-format
+
+for (const f of ["deepseek-v3", "gemma4", "devstral"] as const) {
+  Deno.test(`make-model --chat-format ${f}: markers are tokens, a forced call in its syntax`, async () => {
+    const path = await cachedTinyModel(
+      `${f}`,
+      ["chat_formats.ts", "family_templates.ts", "presets.ts"],
+      { chatFormat: f },
+    );
+    const m = await loadEngineModel({ path, maxBatch: 1, maxSeqLen: 2048, threads: 1 });
+    const own = await startWorkerEngine(m);
+    try {
+      const template = compileTemplate(m.info.chatTemplate!);
+      assert.equal(detectToolFamily(template.source), f);
+      for (const t of detectToolFormat(template.source).triggers.tokens) {
+        assert.equal(tokenizeText(m, t, false).length, 1, `${f}: ${t} is one token`);
+      }
+      const c = CASES.find((x) => x.family === f)!;
+      const plan = planChat(
+        m,
+        template,
+        conversation({ type: "required" }),
+        {
+          sampling: { ...defaultSampling(), seed: 6 },
+          stop: [],
+          ignoreEos: false,
+          maxTokens: MAX_TOKENS,
+        },
+        { addGenerationPrompt: true },
+      );
+      const events: GenEvent[] = [];
+      for await (const ev of own.submit(plan.req)) events.push(ev);
+      const raw = events.map((e) => (e.type === "text" ? e.text : "")).join("");
+      assert.match(raw, c.syntax, `${f}: ${JSON.stringify(raw)}`);
+      const again = (async function* () {
+        yield* events;
+      })();
+      const reply = await collectReply(chatReply(again, plan));
+      assert.equal(reply.end?.finishReason, "tool_calls");
+      for (const k of reply.calls) assertValidCall(k.name, k.arguments, `${f} make-model`);
+    } finally {
+      own.close();
+    }
   });
 }
