@@ -774,3 +774,25 @@ for (const f of ["deepseek-v3", "gemma4", "devstral"] as const) {
     }
   });
 }
+
+Deno.test("reasoning that ends in a possible marker comes before the answer", async () => {
+  const template = compileTemplate(source("Qwen3.5-4B.jinja"));
+  const plan = planChat(
+    model,
+    template,
+    conversation({ type: "auto" }),
+    { sampling: defaultSampling(), stop: [], ignoreEos: false },
+    { addGenerationPrompt: true },
+  );
+  assert.ok(plan.reasoningOpen);
+  const events = [];
+  for await (const ev of chatReply(replay(["a <", "b <tool_", "</think>", "\n\nHi"]), plan)) {
+    if (ev.type === "reasoning" || ev.type === "text") events.push(ev);
+  }
+  const kinds = events.map((e) => e.type);
+  assert.deepEqual(kinds.slice(kinds.indexOf("text")), ["text"], JSON.stringify(events));
+  assert.equal(
+    events.filter((e) => e.type === "reasoning").map((e) => e.text).join(""),
+    "a <b <tool_",
+  );
+});

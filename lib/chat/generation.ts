@@ -307,7 +307,8 @@ export async function* chatReply(
   const parser = plan.format.newParser(plan.tools);
   // A call the model writes inside its reasoning is still a call: reasoning goes through a parser
   // of its own, whose text stays reasoning. Both parsers number calls from 0, hence `numbered`.
-  const thoughts = reasoning ? plan.format.newParser(plan.tools) : undefined;
+  let thoughts = reasoning ? plan.format.newParser(plan.tools) : undefined;
+  let thinking = false; // `thoughts` has been given text since it was last flushed
   let nextIndex = 0;
   const numbered = (local = new Map<number, number>()) =>
     function* (evs: Iterable<ReplyEvent>, asReasoning: boolean): Generator<ReplyEvent> {
@@ -328,13 +329,25 @@ export async function* chatReply(
       }
     };
   const fromText = numbered();
-  const fromThoughts = numbered();
+  let fromThoughts = numbered();
   let calls = 0;
   let reasoningText = "";
   function* route(pieces: ({ type: "reasoning" | "text"; text: string })[]) {
     for (const p of pieces) {
-      if (p.type === "reasoning") yield* fromThoughts(thoughts!.push(p.text), true);
-      else yield* fromText(parser.push(p.text), false);
+      if (p.type === "reasoning") {
+        thinking = true;
+        yield* fromThoughts(thoughts!.push(p.text), true);
+        continue;
+      }
+      if (thinking) {
+        // The reasoning has ended: what its parser holds (a possible marker) is reasoning, and
+        // comes before the answer.
+        yield* fromThoughts(thoughts!.end(), true);
+        thoughts = plan.format.newParser(plan.tools);
+        fromThoughts = numbered();
+        thinking = false;
+      }
+      yield* fromText(parser.push(p.text), false);
     }
   }
   function* count(evs: Iterable<ReplyEvent>) {
