@@ -757,6 +757,65 @@ const LAZY_CASES: Record<ToolFamily, { output: string; parallel: boolean; trigge
       trigger: true,
     },
   ],
+  harmony: [
+    {
+      output: "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>" +
+        'commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris", "days": 2}',
+      parallel: false,
+      trigger: true,
+    },
+    {
+      output: "<|channel|>analysis<|message|>Edit.<|end|><|start|>assistant to=functions.edit" +
+        '<|channel|>commentary json<|message|>{"path": "a.ts", "edits": [{"old": "x", "new": "y"}]}',
+      parallel: true,
+      trigger: true,
+    },
+    { output: "<|channel|>final<|message|>No call needed.", parallel: false, trigger: false },
+  ],
+  glm: [
+    {
+      output: "Let me check.<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris" +
+        "</arg_value>\n<arg_key>days</arg_key>\n<arg_value>2</arg_value>\n</tool_call>",
+      parallel: false,
+      trigger: true,
+    },
+    {
+      output: "<tool_call>tag<arg_key>label</arg_key><arg_value>bug</arg_value><arg_key>code" +
+        '</arg_key><arg_value>"ABC-12"</arg_value></tool_call>\n<tool_call>noop</tool_call>',
+      parallel: true,
+      trigger: true,
+    },
+  ],
+  "kimi-k2": [
+    {
+      output: "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0" +
+        '<|tool_call_argument_begin|>{"city": "Paris"}<|tool_call_end|><|tool_calls_section_end|>',
+      parallel: false,
+      trigger: true,
+    },
+    {
+      output: "<think>Two.</think><|tool_calls_section_begin|><|tool_call_begin|>functions.noop:1" +
+        "<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_call_begin|>functions.edit:2" +
+        '<|tool_call_argument_begin|>{"path": "p", "edits": [{"old": "a", "new": "b"}]}' +
+        "<|tool_call_end|><|tool_calls_section_end|>",
+      parallel: true,
+      trigger: true,
+    },
+  ],
+  "minimax-m2": [
+    {
+      output: '<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Paris' +
+        '</parameter>\n<parameter name="days">2</parameter>\n</invoke>\n</minimax:tool_call>',
+      parallel: false,
+      trigger: true,
+    },
+    {
+      output: 'OK.\n<minimax:tool_call>\n<invoke name="noop">\n</invoke>\n<invoke name="tag">\n' +
+        '<parameter name="label">bug</parameter>\n</invoke>\n</minimax:tool_call>',
+      parallel: true,
+      trigger: true,
+    },
+  ],
   generic: [
     {
       output:
@@ -773,7 +832,16 @@ const LAZY_CASES: Record<ToolFamily, { output: string; parallel: boolean; trigge
   ],
 };
 
-const LAZY_FAMILIES: ToolFamily[] = [...FAMILIES, "deepseek-v3", "gemma4", "devstral"];
+const LAZY_FAMILIES: ToolFamily[] = [
+  ...FAMILIES,
+  "deepseek-v3",
+  "gemma4",
+  "devstral",
+  "harmony",
+  "glm",
+  "kimi-k2",
+  "minimax-m2",
+];
 for (const family of LAZY_FAMILIES) {
   Deno.test(`${family}: recorded calls through a lazy grammar, token by token`, () => {
     const m = modelFor(family);
@@ -782,7 +850,8 @@ for (const family of LAZY_FAMILIES) {
       const { triggeredAt } = runLazy(m, f, HARD_TOOLS, c.output, c.parallel);
       assert.equal(triggeredAt >= 0, c.trigger, `${family}: trigger in ${c.output}`);
       // And the parser reads the same output back as calls.
-      const events = normalize(runParser(f, HARD_TOOLS, [c.output]), family === "mistral");
+      const ownIds = family === "mistral" || family === "kimi-k2";
+      const events = normalize(runParser(f, HARD_TOOLS, [c.output]), ownIds);
       assert.equal(events.some((e) => e.type === "call"), c.trigger, c.output);
     }
   });
@@ -798,6 +867,9 @@ Deno.test("markers are single tokens in the model output the lazy grammar sees",
       "deepseek-v3",
       "gemma4",
       "devstral",
+      "glm",
+      "kimi-k2",
+      "minimax-m2",
     ] as const
   ) {
     const m = modelFor(family);

@@ -20,6 +20,12 @@
  */
 import { type GgufKv, GgufType, kvString, kvU32 } from "./types.ts";
 import {
+  GLM_TOOLS_TEMPLATE,
+  HARMONY_TOOLS_TEMPLATE,
+  KIMI_K2_TOOLS_TEMPLATE,
+  MINIMAX_M2_TOOLS_TEMPLATE,
+} from "./agent_templates.ts";
+import {
   DEEPSEEK_V3_TOOLS_TEMPLATE,
   DEVSTRAL_TOOLS_TEMPLATE,
   GEMMA4_TOOLS_TEMPLATE,
@@ -31,6 +37,10 @@ export const CHAT_FORMATS = [
   "hermes",
   "mistral",
   "qwen3-coder",
+  "harmony",
+  "glm",
+  "kimi-k2",
+  "minimax-m2",
   "deepseek-v3",
   "gemma4",
   "devstral",
@@ -448,6 +458,74 @@ export const CHAT_FORMAT_SPECS: Readonly<
       md("</think>"),
     ],
     eos: "<|im_end|>",
+  },
+  // gpt-oss: llama.cpp prints <|start|>, <|channel|>, <|message|>, <|constrain|> and <|end|>
+  // (it makes them user-defined), <|return|> and <|call|> end generation.
+  harmony: {
+    template: HARMONY_TOOLS_TEMPLATE,
+    markers: [
+      md("<|start|>"),
+      md("<|channel|>"),
+      md("<|message|>"),
+      md("<|constrain|>"),
+      md("<|end|>"),
+      ctl("<|return|>"),
+      ctl("<|call|>"),
+    ],
+    eos: "<|return|>",
+  },
+  glm: {
+    template: GLM_TOOLS_TEMPLATE,
+    markers: [
+      ctl("[gMASK]"),
+      ctl("<sop>"),
+      ctl("<|system|>"),
+      ctl("<|user|>"),
+      ctl("<|assistant|>"),
+      ctl("<|observation|>"),
+      md("<tool_call>"),
+      md("</tool_call>"),
+      md("<arg_key>"),
+      md("</arg_key>"),
+      md("<arg_value>"),
+      md("</arg_value>"),
+      md("<tool_response>"),
+      md("</tool_response>"),
+      md("<think>"),
+      md("</think>"),
+    ],
+    eos: "<|user|>",
+  },
+  "kimi-k2": {
+    template: KIMI_K2_TOOLS_TEMPLATE,
+    markers: [
+      ctl("<|im_user|>"),
+      ctl("<|im_assistant|>"),
+      ctl("<|im_system|>"),
+      ctl("<|im_middle|>"),
+      ctl("<|im_end|>"),
+      md("<|tool_calls_section_begin|>"),
+      md("<|tool_calls_section_end|>"),
+      md("<|tool_call_begin|>"),
+      md("<|tool_call_argument_begin|>"),
+      md("<|tool_call_end|>"),
+      md("<think>"),
+      md("</think>"),
+    ],
+    eos: "<|im_end|>",
+  },
+  "minimax-m2": {
+    template: MINIMAX_M2_TOOLS_TEMPLATE,
+    markers: [
+      ctl("]~!b["),
+      ctl("]~b]"),
+      ctl("[e~["),
+      md("<minimax:tool_call>"),
+      md("</minimax:tool_call>"),
+      md("<think>"),
+      md("</think>"),
+    ],
+    eos: "[e~[",
   },
   // DeepSeek V3.1: the turn markers and the sentence end are control tokens, the call markers
   // are printed.

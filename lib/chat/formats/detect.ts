@@ -22,6 +22,18 @@ export function detectToolFamily(templateSource: string): ToolFamily {
     return "deepseek-v3";
   }
   if (has("<|tool_call>call:") && has("<tool_call|>")) return "gemma4";
+  // gpt-oss (Harmony): channels, recipients and `<|call|>`.
+  if (has("<|channel|>") && has("<|message|>") && has("<|start|>") && has("<|call|>")) {
+    return "harmony";
+  }
+  if (has("<|tool_calls_section_begin|>") && has("<|tool_call_argument_begin|>")) return "kimi-k2";
+  if (has("<minimax:tool_call>") && has("<invoke name=") && has("<parameter name=")) {
+    return "minimax-m2";
+  }
+  // GLM-4.5/4.6/4.7 also say `<tool_call>`, so before Hermes: the name, then key/value tags.
+  if (has("<tool_call>") && has("<arg_key>") && has("<arg_value>") && has("<|assistant|>")) {
+    return "glm";
+  }
   // Devstral / Magistral: [TOOL_CALLS]NAME[ARGS]{..}; older Mistral: [TOOL_CALLS] [{..}].
   if (has("[TOOL_CALLS]") && has("[ARGS]")) return "devstral";
   // Qwen3-Coder, Qwen3.5 and Nemotron 3 write the same XML calls.

@@ -26,6 +26,10 @@ import { qwen3CoderFormat } from "./qwen3_coder.ts";
 import { deepseekV3Format } from "./deepseek_v3.ts";
 import { devstralFormat } from "./devstral.ts";
 import { gemma4Format } from "./gemma4.ts";
+import { glmFormat } from "./glm.ts";
+import { harmonyFormat } from "./harmony.ts";
+import { kimiK2Format } from "./kimi_k2.ts";
+import { minimaxM2Format } from "./minimax_m2.ts";
 import type { ToolFamily, ToolFormat } from "./types.ts";
 
 export type { OutputParser, ToolFamily, ToolFormat, Triggers } from "./types.ts";
@@ -41,6 +45,10 @@ export const TOOL_FORMATS: Readonly<Record<ToolFamily, ToolFormat>> = {
   "deepseek-v3": deepseekV3Format,
   gemma4: gemma4Format,
   devstral: devstralFormat,
+  harmony: harmonyFormat,
+  glm: glmFormat,
+  "kimi-k2": kimiK2Format,
+  "minimax-m2": minimaxM2Format,
 };
 
 /** The format of the family whose markers `templateSource` mentions (generic when none). */

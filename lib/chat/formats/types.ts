@@ -14,6 +14,7 @@
  */
 import type { ReplyEvent, ToolSpec } from "../conversation.ts";
 import type { ReasoningMarkers } from "../reasoning.ts";
+import type { ChatMessage } from "../template.ts";
 
 export type ToolFamily =
   | "llama3"
@@ -23,7 +24,11 @@ export type ToolFamily =
   | "generic"
   | "deepseek-v3"
   | "gemma4"
-  | "devstral";
+  | "devstral"
+  | "harmony"
+  | "glm"
+  | "kimi-k2"
+  | "minimax-m2";
 
 /**
  * What arms a lazy grammar (`llama_sampler_init_grammar_lazy_patterns`). Every pattern ends with
@@ -52,5 +57,7 @@ export type ToolFormat = {
   triggers: Triggers;
   /** The reasoning markers of the family's output, if it reasons. */
   reasoning?: ReasoningMarkers;
+  /** Reshapes the template messages for a template that reads other fields (gpt-oss: `thinking`). */
+  templateMessages?(messages: ChatMessage[]): ChatMessage[];
   newParser(tools: ToolSpec[]): OutputParser;
 };

@@ -1,0 +1,122 @@
+/**
+ * MiniMax-M2 tool calls: one `<minimax:tool_call>` section holding, per call,
+ * `<invoke name="NAME">` with one `<parameter name="K">V</parameter>` per argument and
+ * `</invoke>`, then `</minimax:tool_call>`, each on its own line. String values are raw, others
+ * JSON (see `tagged_args.ts`). Reasoning is `<think>...</think>`, opened by the generation
+ * prompt.
+ *
+ * @example
+ * ```ts
+ * import { minimaxM2Format } from "./minimax_m2.ts";
+ * const tools = [{ name: "f", parameters: { type: "object", properties: {
+ *   path: { type: "string" }, n: { type: "integer" } } } }];
+ * const p = minimaxM2Format.newParser(tools);
+ * p.push('<minimax:tool_call>\n<invoke name="f">\n<parameter name="path">a b</parameter>\n' +
+ *   '<parameter name="n">3</parameter>\n</invoke>\n</minimax:tool_call>'); // {"path":"a b","n":3}
+ * ```
+ * @module
+ */
+import type { ToolSpec } from "../conversation.ts";
+import { alt, type Expr, lit, render, seq } from "../../constrain/gbnf.ts";
+import { newSchemaSet } from "../../constrain/json_schema.ts";
+import { toolListPrompt } from "./generic.ts";
+import { forTool, LAYOUT, oneOrMore, prefixPattern } from "./grammar.ts";
+import { textWithout } from "./qwen3_coder.ts";
+import { newSectionParser, type ParsedCall, type SectionResult } from "./section_parser.ts";
+import { argsExpr, argsObject, type TagSyntax } from "./tagged_args.ts";
+import type { ToolFormat } from "./types.ts";
+
+const SECTION = "<minimax:tool_call>";
+const END_SECTION = "</minimax:tool_call>";
+const INVOKE = '<invoke name="';
+const END_INVOKE = "</invoke>";
+const PARAM = '<parameter name="';
+const END_PARAM = "</parameter>";
+
+const SYNTAX: TagSyntax = {
+  family: "minimax-m2",
+  open: (name) => lit(`${PARAM}${name}">`),
+  close: END_PARAM,
+  sep: LAYOUT,
+};
+
+function parseSection(s: string, tools: Map<string, ToolSpec>): SectionResult {
+  const more: SectionResult = { kind: "more" };
+  const bad: SectionResult = { kind: "bad" };
+  let pos = SECTION.length;
+  const calls: ParsedCall[] = [];
+  const skipWs = () => {
+    while (pos < s.length && " \t\r\n".includes(s[pos])) pos++;
+  };
+  // Expects literal `l` at pos: true (consumed), "more" (text ends inside it) or false.
+  const expect = (l: string): boolean | "more" => {
+    if (s.startsWith(l, pos)) return (pos += l.length), true;
+    return l.startsWith(s.slice(pos)) ? "more" : false;
+  };
+  for (;;) {
+    skipWs();
+    let r = expect(END_SECTION);
+    if (r === true) break;
+    const partialEnd = r === "more";
+    r = expect(INVOKE);
+    if (r !== true) return r === "more" || partialEnd ? more : bad;
+    const nameEnd = s.indexOf('">', pos);
+    if (nameEnd < 0) return s.length - pos > 256 ? bad : more;
+    const name = s.slice(pos, nameEnd);
+    const tool = tools.get(name);
+    if (!tool) return bad;
+    pos = nameEnd + 2;
+    const pairs: [string, string][] = [];
+    for (;;) {
+      skipWs();
+      if (pos >= s.length) return more;
+      r = expect(PARAM);
+      if (r === "more") return more;
+      if (r === false) break;
+      const keyEnd = s.indexOf('">', pos);
+      if (keyEnd < 0) return more;
+      const key = s.slice(pos, keyEnd);
+      const valueEnd = s.indexOf(END_PARAM, keyEnd + 2);
+      if (valueEnd < 0) return more;
+      pairs.push([key, s.slice(keyEnd + 2, valueEnd)]);
+      pos = valueEnd + END_PARAM.length;
+    }
+    r = expect(END_INVOKE);
+    if (r !== true) return r === "more" ? more : bad;
+    calls.push({ name, arguments: argsObject(tool, pairs) });
+  }
+  return calls.length ? { kind: "ok", calls, length: pos } : bad;
+}
+
+export const minimaxM2Format: ToolFormat = {
+  family: "minimax-m2",
+  rendersTools: true,
+  toolSystemPrompt: toolListPrompt,
+  callGrammar(tools, { parallel }) {
+    if (tools.length === 0) throw new Error("a call grammar needs at least one tool");
+    const set = newSchemaSet();
+    let raw: Expr | undefined;
+    const rawText = () => (raw ??= textWithout(set.g, END_PARAM, "raw-value"));
+    const invokes = tools.map((t, i) =>
+      forTool(t, i, () =>
+        seq(
+          lit(`${INVOKE}${t.name}">`),
+          LAYOUT,
+          argsExpr(set, t, SYNTAX, rawText),
+          lit(END_INVOKE),
+        ))
+    );
+    const body = oneOrMore(seq(alt(...invokes), LAYOUT), parallel, seq());
+    return render(set.g, seq(lit(SECTION), LAYOUT, body, lit(END_SECTION)));
+  },
+  triggers: { patterns: [prefixPattern([SECTION, { ws: true }, INVOKE])], tokens: [SECTION] },
+  reasoning: { start: "<think>", end: "</think>" },
+  newParser(tools) {
+    const byName = new Map(tools.map((t) => [t.name, t]));
+    return newSectionParser({
+      markers: [SECTION],
+      closers: ">",
+      parse: (s) => parseSection(s, byName),
+    });
+  },
+};
