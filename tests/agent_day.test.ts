@@ -6,6 +6,10 @@ import { startServer } from "../tools/server_process.ts";
 import { chatFormatModelPath, tinyModelPath } from "./support/models.ts";
 import { defaultSampling, modelSamplingDefaults } from "../lib/engine/sampling.ts";
 import { makeModel } from "../lib/gguf/mod.ts";
+import { closePartialJson, salvageCutCalls } from "../lib/chat/cut_call.ts";
+import { TOOL_FORMATS } from "../lib/chat/formats/mod.ts";
+import { utf8Next } from "../lib/engine/constrained.ts";
+import { readGgufHeader } from "../lib/gguf/reader.ts";
 
 const json = { "content-type": "application/json" };
 
@@ -348,5 +352,182 @@ Deno.test({
       assert.ok(text?.text.length > 0, `budget ${budget}: no answer after the reasoning`);
       assert.doesNotMatch(text.text, /<\/?think>/);
     }
+  },
+});
+
+Deno.test("cut calls: closed partial arguments, completed calls kept, no markup as text", () => {
+  assert.equal(closePartialJson('{"city": "Par'), '{"city":"Par"}');
+  assert.equal(closePartialJson('{"a": [1, 2'), '{"a":[1,2]}');
+  assert.equal(closePartialJson('{"a": 1, "b'), '{"a":1}');
+  assert.equal(closePartialJson('{"a": {"b": tr'), '{"a":{}}');
+  assert.equal(closePartialJson("nothing"), "{}");
+  const tools = [
+    { name: "weather", parameters: { type: "object" } },
+    { name: "time", parameters: { type: "object" } },
+  ];
+  const hermes = TOOL_FORMATS.hermes;
+  const one = salvageCutCalls(
+    'Sure.<tool_call>\n{"name": "weather", "arguments": {"city": "Par',
+    hermes,
+    tools,
+  );
+  assert.deepEqual(one, {
+    text: "Sure.",
+    calls: [{ name: "weather", arguments: '{"city":"Par"}' }],
+  });
+  const two = salvageCutCalls(
+    '<tool_call>\n{"name": "time", "arguments": {"tz": "UTC"}}\n</tool_call>\n' +
+      '<tool_call>\n{"name": "weather", "argum',
+    hermes,
+    tools,
+  );
+  assert.deepEqual(two?.calls, [
+    { name: "time", arguments: '{"tz":"UTC"}' },
+    { name: "weather", arguments: "{}" },
+  ]);
+  // Cut before a tool was named: the markup is dropped, never shown as the answer.
+  assert.deepEqual(salvageCutCalls('Hi <tool_call>\n{"na', hermes, tools), {
+    text: "Hi ",
+    calls: [],
+  });
+  assert.equal(salvageCutCalls("no calls here", hermes, tools), undefined);
+});
+
+Deno.test({
+  name: "cut calls: a forced call cut by max_tokens comes back as a call, finish_reason length",
+  sanitizeResources: false,
+  fn: async () => {
+    await using srv = await startServer([
+      "--model",
+      await chatFormatModelPath("hermes"),
+      "--max-batch",
+      "2",
+    ]);
+    const tool = {
+      type: "function",
+      function: {
+        name: "get_weather",
+        parameters: {
+          type: "object",
+          properties: { city: { type: "string", maxLength: 40 } },
+          required: ["city"],
+        },
+      },
+    };
+    // The random model spells the call marker a character at a time: 14 tokens end inside it,
+    // the others inside the call (its name written, or its arguments under way).
+    let cutCalls = 0;
+    for (const max of [14, 40, 60]) {
+      const res = await fetch(`${srv.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: json,
+        body: JSON.stringify({
+          max_tokens: max,
+          temperature: 1,
+          seed: 5,
+          tools: [tool],
+          tool_choice: "required",
+          messages: [{ role: "user", content: "weather in Paris?" }],
+        }),
+      });
+      const body = await res.json();
+      assert.equal(res.status, 200, JSON.stringify(body));
+      const choice = body.choices[0];
+      assert.equal(choice.finish_reason, "length");
+      assert.doesNotMatch(choice.message.content ?? "", /tool_call|get_weather/);
+      const calls = choice.message.tool_calls ?? [];
+      assert.ok(calls.length <= 1, JSON.stringify(choice.message));
+      if (max === 14) assert.equal(calls.length, 0, "cut before the tool was named");
+      for (const call of calls) {
+        assert.equal(call.function.name, "get_weather");
+        // Partial, but an object: every dialect can carry it.
+        const args = JSON.parse(call.function.arguments);
+        assert.equal(typeof args, "object");
+        cutCalls++;
+      }
+    }
+    assert.ok(cutCalls >= 1, "no cut call came back as a call");
+  },
+});
+
+Deno.test("utf8Next: only UTF-8 continues a constrained output", () => {
+  const b = (...x: number[]) => new Uint8Array(x);
+  assert.deepEqual(utf8Next([], b(0x41, 0xc3)), [0xc3]); // "A", then half of "é"
+  assert.deepEqual(utf8Next([0xc3], b(0xa9)), []);
+  assert.deepEqual(utf8Next([], b(0xf0, 0x9f, 0x98, 0x80)), []); // 😀
+  for (
+    const bad of [
+      b(0xc0, 0x80), // overlong NUL
+      b(0xc1, 0x81), // overlong "A"
+      b(0xe0, 0x80, 0x80), // overlong
+      b(0xed, 0xa0, 0x80), // a surrogate
+      b(0xf4, 0x90, 0x80, 0x80), // past U+10FFFF
+      b(0xf8),
+      b(0x80), // a continuation with no lead
+      b(0xc3, 0x41), // a lead not continued
+    ]
+  ) assert.equal(utf8Next([], bad), undefined, [...bad].map((x) => x.toString(16)).join(" "));
+});
+
+Deno.test({
+  name: "constrained strings decode to what the grammar accepted: UTF-8, maxLength in code points",
+  sanitizeResources: false,
+  fn: async () => {
+    await using srv = await startServer([
+      "--model",
+      await chatFormatModelPath("hermes"),
+      "--max-batch",
+      "4",
+    ]);
+    const tool = {
+      type: "function",
+      function: {
+        name: "get_weather",
+        parameters: {
+          type: "object",
+          properties: { city: { type: "string", maxLength: 40 } },
+          required: ["city"],
+          additionalProperties: false,
+        },
+      },
+    };
+    // Raw byte tokens pushed up: C1 81 is an overlong "A" and ED A0 80 a surrogate, which
+    // llama.cpp's grammar reads as characters a string allows, but which are no UTF-8.
+    const header = await readGgufHeader(await chatFormatModelPath("hermes"));
+    const vocab = header.metadata.get("tokenizer.ggml.tokens")!.value as string[];
+    const byteToken = (byte: number) => {
+      // GPT-2's byte-level alphabet: printable bytes stand for themselves, the rest from U+0100.
+      const printable = (x: number) =>
+        (x >= 0x21 && x <= 0x7e) || (x >= 0xa1 && x <= 0xac) || (x >= 0xae && x <= 0xff);
+      let n = 0;
+      for (let x = 0; x < byte; x++) if (!printable(x)) n++;
+      const id = vocab.indexOf(String.fromCharCode(printable(byte) ? byte : 0x100 + n));
+      assert.ok(id >= 0, `no token for byte ${byte.toString(16)}`);
+      return id;
+    };
+    const bias = Object.fromEntries([0xc1, 0x81, 0xed, 0xa0, 0x80].map((b) => [byteToken(b), 30]));
+    const seeds = [1, 2, 3, 4];
+    await Promise.all(seeds.map(async (seed) => {
+      const res = await fetch(`${srv.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: json,
+        body: JSON.stringify({
+          messages: [{ role: "user", content: "weather?" }],
+          tools: [tool],
+          tool_choice: "required",
+          temperature: 1,
+          logit_bias: bias,
+          seed,
+          max_tokens: 90,
+        }),
+      });
+      const body = await res.json();
+      assert.equal(res.status, 200, JSON.stringify(body));
+      const call = body.choices[0].message.tool_calls?.[0];
+      assert.ok(call, JSON.stringify(body.choices[0]));
+      const city: string = JSON.parse(call.function.arguments).city;
+      assert.doesNotMatch(city, /\uFFFD/, `seed ${seed}: ${JSON.stringify(city)}`);
+      assert.ok([...city].length <= 40, `seed ${seed}: ${[...city].length} code points`);
+    }));
   },
 });

@@ -22,6 +22,7 @@
  * ```
  * @module
  */
+import { salvageCutCalls } from "./cut_call.ts";
 import { compileConstraint, isConstraintError } from "../constrain/mod.ts";
 import { checkGrammar } from "../engine/constrained.ts";
 import type { EngineModel } from "../engine/model.ts";
@@ -31,6 +32,7 @@ import { specialSpellings, tokenizeText } from "../engine/tokens.ts";
 import {
   chatInputError,
   type Conversation,
+  newCallId,
   type ReplyEvent,
   type ToolSpec,
 } from "./conversation.ts";
@@ -371,10 +373,18 @@ export async function* chatReply(
       } else if (ev.type === "done") {
         if (reasoning) yield* count(route(reasoning.end()));
         if (thoughts) yield* count(fromThoughts(thoughts.end(), true));
-        yield* count(fromText(parser.end(), false));
+        const tail = parser.end();
+        yield* count(
+          fromText(ev.finishReason === "length" ? cutCallEvents(tail, plan) : tail, false),
+        );
         yield {
           type: "end",
-          finishReason: calls > 0 ? "tool_calls" : ev.finishReason,
+          // A reply cut by the limit says so even when it holds calls: the last may be partial.
+          finishReason: ev.finishReason === "length"
+            ? "length"
+            : calls > 0
+            ? "tool_calls"
+            : ev.finishReason,
           ...(ev.stopString !== undefined ? { stopString: ev.stopString } : {}),
           promptTokens: ev.promptTokens,
           cachedTokens: ev.cachedTokens,
@@ -395,6 +405,31 @@ export async function* chatReply(
     await it.return?.();
   }
 }
+
+/**
+ * The parser's last events of a reply cut by the token limit: call markup it still held (a call
+ * being written, calls it had not finished) becomes calls, the cut one with its arguments closed,
+ * rather than markup in the answer text.
+ */
+function cutCallEvents(evs: ReplyEvent[], plan: ChatPlan): ReplyEvent[] {
+  const text = evs.flatMap((e) => (e.type === "text" ? [e.text] : [])).join("");
+  const salvaged = text ? salvageCutCalls(text, plan.format, plan.tools) : undefined;
+  if (!salvaged) return evs;
+  const out: ReplyEvent[] = salvaged.text ? [{ type: "text", text: salvaged.text }] : [];
+  out.push(...evs.filter((e) => e.type !== "text"));
+  // Indexes of the parser's own numbering are remapped by the caller; these are past them all.
+  salvaged.calls.forEach((c, k) => {
+    const index = CUT_CALL_INDEX + k;
+    out.push(
+      { type: "tool_call_start", index, id: newCallId(), name: c.name },
+      { type: "tool_call_args", index, text: c.arguments },
+      { type: "tool_call_end", index, arguments: c.arguments },
+    );
+  });
+  return out;
+}
+
+const CUT_CALL_INDEX = 1 << 20;
 
 /** A whole reply gathered from its events (for non-streaming responses). */
 export type CollectedReply = {

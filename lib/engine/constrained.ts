@@ -100,6 +100,8 @@ export type SeqGrammar = {
   fast?: FastState;
   /** What the sequence's chain (at this address) is. */
   chain?: { at: number; kind: ChainKind };
+  /** Bytes of a UTF-8 sequence the output has begun and not finished (see `utf8Next`). */
+  utf8?: number[];
 };
 
 type ChainKind = { greedy: boolean; statelessAccept: boolean };
@@ -371,7 +373,21 @@ function sampleStep(
   const kind = chainKind(m, g, chain);
   let pick = maskedPick(m, s, chain, g, idx, banEog, kind);
   if (pick === "slow") pick = rejectionPick(m, s, chain, g, idx, banEog, kind);
+  // llama.cpp's grammar reads code points leniently (an overlong form, a surrogate, a lead byte
+  // past U+10FFFF all decode to something a string allows), so a constrained string could hold
+  // bytes that are no UTF-8 and come out as U+FFFD, longer than its schema allows. Such tokens are
+  // refused like any other the grammar rejects, while the grammar governs the output.
+  const banned: number[] = [];
+  let utf8: number[] | undefined;
+  while (pick && !g.watch?.awaiting && !m.eogTokens.includes(pick.token)) {
+    utf8 = utf8Next(g.utf8 ?? [], tokenToPiece(m.llama, m.vocab, pick.token, true));
+    if (utf8) break;
+    constrainedStats.rejections++;
+    banned.push(pick.token);
+    pick = resample(m, s, chain, g, idx, banEog, banned);
+  }
   if (!pick) return undefined;
+  if (utf8) g.utf8 = utf8;
   const { token, trigger } = pick;
   // End-of-generation is not fed to the grammar: the sequence stops there.
   if (!m.eogTokens.includes(token)) {
@@ -383,6 +399,39 @@ function sampleStep(
 }
 
 type Pick = { token: number; trigger?: Peek };
+
+/**
+ * The bytes of an unfinished UTF-8 sequence after `piece` follows `pending`, or undefined when the
+ * bytes are not UTF-8 (strictly: no overlong forms, surrogates, or code points past U+10FFFF).
+ */
+export function utf8Next(pending: number[], piece: Uint8Array): number[] | undefined {
+  let seq = [...pending];
+  for (const b of piece) {
+    if (seq.length === 0) {
+      if (b < 0x80) continue;
+      if (b < 0xc2 || b > 0xf4) return undefined;
+      seq = [b];
+      continue;
+    }
+    const lead = seq[0];
+    // The second byte of some leads has a narrower range (overlong, surrogate, > U+10FFFF).
+    const lo = seq.length === 1 && lead === 0xe0
+      ? 0xa0
+      : seq.length === 1 && lead === 0xf0
+      ? 0x90
+      : 0x80;
+    const hi = seq.length === 1 && lead === 0xed
+      ? 0x9f
+      : seq.length === 1 && lead === 0xf4
+      ? 0x8f
+      : 0xbf;
+    if (b < lo || b > hi) return undefined;
+    seq.push(b);
+    const need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : 2;
+    if (seq.length === need) seq = [];
+  }
+  return seq;
+}
 
 /** Masks allowing at most this fraction of the vocabulary are sampled from directly. */
 const DIRECT_MAX = 1 / 8;
