@@ -950,9 +950,11 @@ function assistantText(f: ChatFormatName, tools: ToolSpec[], calls: unknown[]): 
   return end.length ? rest.slice(0, Math.min(...end)) : rest;
 }
 
-for (const family of FAMILIES) {
+// MiniMax-M2's generation prompt opens <think>, so its calls do not follow the prompt verbatim.
+const ROUND_TRIP_FAMILIES: ToolFamily[] = [...FAMILIES, "harmony", "glm", "kimi-k2"];
+for (const family of ROUND_TRIP_FAMILIES) {
   Deno.test(`${family}: 200 random argument objects written in the family's syntax parse back`, () => {
-    const r = rng(1000 + FAMILIES.indexOf(family));
+    const r = rng(1000 + ROUND_TRIP_FAMILIES.indexOf(family));
     const f = TOOL_FORMATS[family];
     for (let k = 0; k < 200; k++) {
       const nCalls = family === "llama3" || family === "mistral" || r.next() < 0.5
@@ -985,7 +987,10 @@ for (const family of FAMILIES) {
       } else text = assistantText(family, tools, calls);
       const chunks = chunkings(text, k).filter((_, i) => i % 37 === 0);
       for (const cs of chunks) {
-        const events = normalize(runParser(f, tools, cs), family === "mistral");
+        const events = normalize(
+          runParser(f, tools, cs),
+          family === "mistral" || family === "kimi-k2",
+        );
         const got = events.filter((e) => e.type === "call") as Extract<Norm, { type: "call" }>[];
         assert.equal(got.length, made.length, `${family}: ${JSON.stringify(text)}`);
         got.forEach((g, i) => {

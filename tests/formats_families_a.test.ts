@@ -15,6 +15,7 @@ import type { Conversation, ToolSpec } from "../lib/chat/conversation.ts";
 import { detectToolFamily, TOOL_FORMATS, type ToolFamily } from "../lib/chat/formats/mod.ts";
 import { chatReply, collectReply, planChat } from "../lib/chat/generation.ts";
 import { chatCompletionsConversation } from "../lib/chat/openai_chat.ts";
+import { renderConversation } from "../lib/chat/render.ts";
 import { type CompiledTemplate, compileTemplate, renderChat } from "../lib/chat/template.ts";
 import { loadEngineModel } from "../lib/engine/model.ts";
 import { defaultSampling } from "../lib/engine/sampling.ts";
@@ -914,6 +915,44 @@ for (const c of CASES) {
     assert.ok(r.usage!.prompt_tokens > 40);
   });
 }
+
+Deno.test("gpt-oss: two calls of one turn render as two messages, each with its result", () => {
+  const template = compileTemplate(source("openai-gpt-oss-120b.jinja"));
+  const call = (id: string, city: string) => ({
+    id,
+    type: "function",
+    function: { name: "get_weather", arguments: JSON.stringify({ city, unit: "celsius" }) },
+  });
+  const { conv } = chatCompletionsConversation({
+    messages: [
+      { role: "user", content: "Paris and Lyon?" },
+      {
+        role: "assistant",
+        content: null,
+        reasoning_content: "Two cities.",
+        tool_calls: [call("c1", "Paris"), call("c2", "Lyon")],
+      },
+      { role: "tool", tool_call_id: "c2", content: "20C" },
+      { role: "tool", tool_call_id: "c1", content: "18C" },
+    ],
+    tools: TOOLS.map((t) => ({ type: "function", function: t })),
+  } as never);
+  const { text } = renderConversation(template, TOOL_FORMATS.harmony, {}, conv, {
+    addGenerationPrompt: true,
+  });
+  const result = (c: string) =>
+    `<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>"${c}"<|end|>`;
+  const sent = (city: string) =>
+    `<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>` +
+    `{"city": "${city}", "unit": "celsius"}<|call|>`;
+  assert.ok(
+    text.endsWith(
+      "<|start|>assistant<|channel|>analysis<|message|>Two cities.<|end|>" + sent("Paris") +
+        result("18C") + sent("Lyon") + result("20C") + "<|start|>assistant",
+    ),
+    text,
+  );
+});
 
 Deno.test("each family's call grammar and its lazy triggers", () => {
   // The lazy patterns fire inside the opening the grammar starts with, wherever the tokens split.

@@ -179,17 +179,40 @@ function newHarmonyParser(names: Set<string>): OutputParser {
 /**
  * Messages as gpt-oss's template reads them: reasoning in `thinking`, and an assistant turn
  * with a call carries its reasoning alone (the template refuses content and thinking together
- * there, as llama.cpp's gpt-oss handler drops the content).
+ * there, as llama.cpp's gpt-oss handler drops the content). The template writes one call per
+ * message and names each result after the latest call, so a turn of several calls becomes one
+ * message per call, each followed by its own result.
  */
 function harmonyMessages(messages: ChatMessage[]): ChatMessage[] {
-  return messages.map((m) => {
-    if (m.role !== "assistant" || typeof m.reasoning_content !== "string") return m;
-    const out: ChatMessage = { ...m, thinking: m.reasoning_content };
-    if (Array.isArray(m.tool_calls) && m.tool_calls.length) {
-      delete (out as { content?: unknown }).content;
+  const out: ChatMessage[] = [];
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i];
+    if (m.role !== "assistant") {
+      out.push(m);
+      continue;
     }
-    return out;
-  });
+    const calls = Array.isArray(m.tool_calls) ? m.tool_calls as { id?: string }[] : [];
+    const msg: ChatMessage = { ...m };
+    if (typeof m.reasoning_content === "string") {
+      msg.thinking = m.reasoning_content;
+      if (calls.length) delete (msg as { content?: unknown }).content;
+    }
+    if (calls.length <= 1) {
+      out.push(msg);
+      continue;
+    }
+    const results: ChatMessage[] = [];
+    while (messages[i + 1]?.role === "tool") results.push(messages[++i]);
+    calls.forEach((c, k) => {
+      out.push(
+        k === 0 ? { ...msg, tool_calls: [c] } : { role: "assistant", content: "", tool_calls: [c] },
+      );
+      const r = results.findIndex((x) => x.tool_call_id === c.id);
+      if (r >= 0) out.push(...results.splice(r, 1));
+    });
+    out.push(...results);
+  }
+  return out;
 }
 
 const IN_CHANNEL = `${CHANNEL}commentary to=${FUNCTIONS}`;
