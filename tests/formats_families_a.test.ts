@@ -449,6 +449,12 @@ Deno.test("llama.cpp's expected parses: Kimi-K2", async () => {
     ),
     { calls: [["empty_args", {}, "functions.empty_args:0"]] },
   );
+  // The singular spelling of the section markers (vLLM's and llama.cpp's parsers read it too).
+  await expectParse(
+    k,
+    `<|tool_call_section_begin|>${sf(0)}<|tool_call_section_end|>`,
+    { calls: one },
+  );
   // Calls inside the thinking block, with and without the section and end markers.
   await expectParse(k, `<think>I need to call two functions${section(sf(0), py)}`, {
     reasoning: "I need to call two functions",

@@ -25,6 +25,9 @@ import type { ToolFormat } from "./types.ts";
 
 const SECTION = "<|tool_calls_section_begin|>";
 const END_SECTION = "<|tool_calls_section_end|>";
+/** The singular spelling Kimi-K2 sometimes writes (llama.cpp and vLLM read both). */
+const SECTION_1 = "<|tool_call_section_begin|>";
+const END_SECTION_1 = "<|tool_call_section_end|>";
 const CALL = "<|tool_call_begin|>";
 const ARGS = "<|tool_call_argument_begin|>";
 const END_CALL = "<|tool_call_end|>";
@@ -41,8 +44,10 @@ const INDEX: Expr = rep(cls(charSet("0123456789")), 1, 4);
 function parseSection(s: string, names: Set<string>, final: boolean): SectionResult {
   const more: SectionResult = { kind: "more", recheck: true };
   const bad: SectionResult = { kind: "bad" };
-  const wrapped = s.startsWith(SECTION);
-  let pos = wrapped ? SECTION.length : 0;
+  const open = [SECTION, SECTION_1].find((m) => s.startsWith(m));
+  const wrapped = open !== undefined;
+  const close = open === SECTION_1 ? END_SECTION_1 : END_SECTION;
+  let pos = open?.length ?? 0;
   const calls: ParsedCall[] = [];
   const skipWs = () => {
     while (pos < s.length && " \t\r\n".includes(s[pos])) pos++;
@@ -53,9 +58,9 @@ function parseSection(s: string, names: Set<string>, final: boolean): SectionRes
     const before = pos;
     skipWs();
     const rest = s.slice(pos);
-    if (wrapped && rest.startsWith(END_SECTION)) return done(pos + END_SECTION.length);
+    if (wrapped && rest.startsWith(close)) return done(pos + close.length);
     if (!rest.startsWith(CALL)) {
-      const partial = END_SECTION.startsWith(rest) || CALL.startsWith(rest);
+      const partial = close.startsWith(rest) || CALL.startsWith(rest);
       if (!final && partial) return more;
       if (!final && !wrapped && rest === "") return more;
       return done(before);
@@ -92,12 +97,15 @@ export const kimiK2Format: ToolFormat = {
     );
     return render(s.set.g, seq(lit(SECTION), oneOrMore(call, parallel, LAYOUT), lit(END_SECTION)));
   },
-  triggers: { patterns: [prefixPattern([SECTION])], tokens: [SECTION] },
+  triggers: {
+    patterns: [prefixPattern([SECTION])],
+    tokens: [SECTION],
+  },
   reasoning: { start: "<think>", end: "</think>" },
   newParser(tools) {
     const names = new Set(tools.map((t) => t.name));
     return newSectionParser({
-      markers: [SECTION, CALL],
+      markers: [SECTION, SECTION_1, CALL],
       closers: ">}",
       parse: (s, final) => parseSection(s, names, final),
     });
