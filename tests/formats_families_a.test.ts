@@ -353,9 +353,13 @@ Deno.test("llama.cpp's expected parses: gpt-oss", async () => {
       `<|channel|>final<|message|>${hello}`,
     thoughts,
   );
-  // A call cut off before its arguments complete is what the model wrote, never marker text.
+  // A call cut off (by the token limit) before its arguments complete is still a call, with what
+  // was written closed; never marker text.
   await expectParse(g, '<|channel|>commentary to=functions.special_function<|message|>{"arg1": ', {
-    content: '{"arg1":',
+    calls: [["special_function", {}]],
+  });
+  await expectParse(g, '<|channel|>commentary to=functions.edit<|message|>{"oldString": "a', {
+    calls: [["edit", { oldString: "a" }]],
   });
 });
 

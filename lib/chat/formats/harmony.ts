@@ -29,6 +29,7 @@
  * @module
  */
 import { newCallId, type ReplyEvent } from "../conversation.ts";
+import { closePartialJson } from "../cut_call.ts";
 import { alt, lit, render, seq } from "../../constrain/gbnf.ts";
 import { partialMarkerLength } from "../reasoning.ts";
 import type { ChatMessage } from "../template.ts";
@@ -81,17 +82,24 @@ function newHarmonyParser(names: Set<string>): OutputParser {
     else body = { kind: channel === "analysis" ? "reasoning" : "text" };
   }
 
-  function closeBody(out: ReplyEvent[]): void {
+  /**
+   * Ends the current message. A call whose arguments do not parse: at the end of the output it
+   * was cut (by the token limit), and comes back as a call with what was written closed, as
+   * `cut_call.ts` does for the other families (the header is no text to salvage from here);
+   * before another message it is what the model wrote, as text.
+   */
+  function closeBody(out: ReplyEvent[], final: boolean): void {
     if (body.kind !== "call") return;
     const raw = body.args.trim();
-    const args = parseJson(raw);
-    if (typeof args === "object" && args !== null && !Array.isArray(args)) {
+    const parsed = parseJson(raw);
+    const isObject = typeof parsed === "object" && parsed !== null && !Array.isArray(parsed);
+    if (isObject || final) {
       const index = nCalls++;
-      const text = JSON.stringify(args);
+      const text = isObject ? JSON.stringify(parsed) : closePartialJson(raw);
       out.push({ type: "tool_call_start", index, id: newCallId(), name: body.name });
       out.push({ type: "tool_call_args", index, text });
       out.push({ type: "tool_call_end", index, arguments: text });
-    } else emit(out, "text", raw); // an unfinished call is what the model wrote, as text
+    } else emit(out, "text", raw);
     body = { kind: "text" };
   }
 
@@ -140,7 +148,7 @@ function newHarmonyParser(names: Set<string>): OutputParser {
       };
       if (at >= 0) {
         take(buf.slice(0, at));
-        closeBody(out);
+        closeBody(out, false);
         // `<|start|>` and `<|channel|>` begin the next header; the others just end the body.
         const marker = buf.slice(at, at + len);
         buf = buf.slice(marker === CHANNEL ? at : at + len);
@@ -150,7 +158,7 @@ function newHarmonyParser(names: Set<string>): OutputParser {
       if (final) {
         take(buf);
         buf = "";
-        closeBody(out);
+        closeBody(out, true);
         return;
       }
       const hold = Math.max(0, ...ENDS.map((m) => partialMarkerLength(buf, m)));
