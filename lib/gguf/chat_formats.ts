@@ -1,7 +1,8 @@
 /**
  * Chat formats for the generated test models (`make-model --chat-format NAME`): each family's
  * Jinja chat template, written here from the published formats (Llama 3.1 Instruct with custom
- * tools, Hermes 2 Pro / Qwen2.5 / Qwen3, Mistral 7B Instruct v0.3, Qwen3-Coder), and the family's
+ * tools, Hermes 2 Pro / Qwen2.5 / Qwen3, Mistral 7B Instruct v0.3, Qwen3-Coder; the agent
+ * families gpt-oss, GLM, Kimi-K2 and MiniMax-M2 in `agent_templates.ts`), and the family's
  * marker strings, which become single tokens by renaming unused `<|reserved_special_token_N|>`
  * entries of the Llama-3 vocab. Markers the real models print as text (`<tool_call>`, `[TOOL_CALLS]`,
  * `<think>`, ...) are typed as user-defined tokens (GGUF token type 4): llama.cpp then tokenizes
