@@ -14,7 +14,9 @@ import { Ajv2020 } from "ajv/dist/2020.js";
 import type { Conversation, ToolSpec } from "../lib/chat/conversation.ts";
 import { detectToolFamily, TOOL_FORMATS, type ToolFamily } from "../lib/chat/formats/mod.ts";
 import { chatReply, collectReply, planChat } from "../lib/chat/generation.ts";
+import { anthropicConversation } from "../lib/chat/anthropic.ts";
 import { chatCompletionsConversation } from "../lib/chat/openai_chat.ts";
+import { responsesConversation } from "../lib/chat/responses.ts";
 import { renderConversation } from "../lib/chat/render.ts";
 import { type CompiledTemplate, compileTemplate, renderChat } from "../lib/chat/template.ts";
 import { loadEngineModel } from "../lib/engine/model.ts";
@@ -530,7 +532,7 @@ const HISTORY = [
   { role: "tool", tool_call_id: "call_1", content: "18C" },
 ];
 
-Deno.test("Python Jinja2 behaviours: list methods, undefined keys, string filters", () => {
+Deno.test("Jinja2 and llama.cpp Jinja behaviours: list methods, undefined keys and `+`, filters", () => {
   const r = (src: string, extra: Record<string, unknown> = {}) =>
     renderChat(compileTemplate(src), { messages: [], addGenerationPrompt: false, extra });
   assert.equal(
@@ -555,6 +557,9 @@ Deno.test("Python Jinja2 behaviours: list methods, undefined keys, string filter
     "no",
   );
   assert.equal(r("[{{ x.description | trim }}]", { x: {} }), "[]");
+  // As llama.cpp's Jinja: none or undefined beside a string in `+` is "".
+  assert.equal(r("{{ '// ' + x.description + '.' }}{{ n + 'b' }}", { x: {}, n: null }), "// .b");
+  assert.equal(r("{{ 1 + 2 }}{{ [1] + [2] }}"), "3[1, 2]");
   assert.throws(() => r("{% set l = [] %}{{ l.pop() }}"), /out of range/);
 });
 
@@ -925,6 +930,63 @@ for (const c of CASES) {
     assert.ok(r.usage!.prompt_tokens > 40);
   });
 }
+
+Deno.test("the round trip in Anthropic and Responses shapes renders as in Chat Completions", () => {
+  const anthropic = anthropicConversation({
+    model: "m",
+    max_tokens: 8,
+    system: "You are terse.",
+    tools: TOOLS.map((t) => ({ name: t.name, input_schema: t.parameters })),
+    messages: [
+      { role: "user", content: "Weather in Paris?" },
+      {
+        role: "assistant",
+        content: [
+          { type: "thinking", thinking: "Paris first.", signature: "x" },
+          {
+            type: "tool_use",
+            id: "toolu_1",
+            name: "get_weather",
+            input: { city: "Paris", unit: "celsius" },
+          },
+        ],
+      },
+      { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: "18C" }] },
+    ],
+  } as never).conv;
+  const responses = responsesConversation({
+    model: "m",
+    instructions: "You are terse.",
+    tools: TOOLS.map((t) => ({ type: "function", name: t.name, parameters: t.parameters })),
+    input: [
+      { role: "user", content: "Weather in Paris?" },
+      {
+        type: "reasoning",
+        id: "rs_1",
+        summary: [],
+        content: [{ type: "reasoning_text", text: "Paris first." }],
+      },
+      {
+        type: "function_call",
+        call_id: "call_1",
+        name: "get_weather",
+        arguments: '{"city":"Paris","unit":"celsius"}',
+      },
+      { type: "function_call_output", call_id: "call_1", output: "18C" },
+    ],
+  } as never).conv;
+  for (const c of CASES) {
+    const template = compileTemplate(source(c.file));
+    for (const [dialect, conv] of [["anthropic", anthropic], ["responses", responses]] as const) {
+      const { text } = renderConversation(template, TOOL_FORMATS[c.family], {}, conv, {
+        addGenerationPrompt: true,
+      });
+      for (const piece of c.roundTrip) {
+        assert.ok(text.includes(piece), `${c.label} (${dialect}):\n${text}`);
+      }
+    }
+  }
+});
 
 Deno.test("gpt-oss: two calls of one turn render as two messages, each with its result", () => {
   const template = compileTemplate(source("openai-gpt-oss-120b.jinja"));

@@ -12,7 +12,8 @@
  * an error, string filters (`trim`, `lower`, ...) read an undefined value as `""` (Hermes 3
  * writes `param.description | trim` for every parameter), and `d.items()` calls the method even
  * when `d` has a key `items` (gpt-oss lists `properties.items()`, and a tool may well have a
- * property named `items`).
+ * property named `items`); and, as llama.cpp's own Jinja does, `+` reads none or undefined beside
+ * a string as `""` (gpt-oss writes `"// " + tool.description` even for a tool without one).
  *
  * @example
  * ```ts
@@ -67,6 +68,10 @@ type InterpreterProto = {
   evaluateMemberExpression(expr: Node, env: unknown): Value;
   evaluateCallExpression(expr: { callee: Node; args: Node[] }, env: unknown): Value;
   evaluateArguments(args: Node[], env: unknown): [Value[], Map<string, Value>];
+  evaluateBinaryExpression(
+    node: { operator: { value: string }; left: Node; right: Node },
+    env: unknown,
+  ): Value;
   applyFilter(
     operand: Value,
     filter: { type: string; value?: string; identifier?: { value?: string } },
@@ -75,15 +80,26 @@ type InterpreterProto = {
 };
 
 /** The library's value classes, found through values it makes (it exports only the engine). */
-function valueClasses(): Record<"array" | "fn" | "undef" | "str" | "int", Ctor> {
+function valueClasses(): Record<"array" | "fn" | "undef" | "none" | "str" | "int", Ctor> {
   const env = new Environment();
   env.set("a", []);
   env.set("f", () => 0);
   env.set("s", "");
   env.set("i", 0);
+  env.set("n", null);
   const of = (name: string) => (env.lookupVariable(name) as unknown as Value).constructor as Ctor;
-  return { array: of("a"), fn: of("f"), undef: of("nope"), str: of("s"), int: of("i") };
+  return {
+    array: of("a"),
+    fn: of("f"),
+    undef: of("nope"),
+    none: of("n"),
+    str: of("s"),
+    int: of("i"),
+  };
 }
+
+/** A node standing for a value already evaluated. */
+const EVALUATED = "HearthEvaluated";
 
 const STRING_FILTERS = new Set(["trim", "lower", "upper", "capitalize", "title", "string"]);
 
@@ -179,6 +195,26 @@ function pythonCompat(): void {
       }
     }
     return call.call(this, expr, env);
+  };
+  // llama.cpp's Jinja (`common/jinja/runtime.cpp`) reads none or undefined beside a string in
+  // `+` as "": gpt-oss writes `"// " + tool.description` for every tool, described or not.
+  const evaluate = proto.evaluate;
+  proto.evaluate = function (node, env) {
+    return node?.type === EVALUATED
+      ? (node as unknown as { value: Value }).value
+      : evaluate.call(this, node, env);
+  };
+  const binary = proto.evaluateBinaryExpression;
+  proto.evaluateBinaryExpression = function (node, env) {
+    if (node.operator.value !== "+") return binary.call(this, node, env);
+    const left = this.evaluate(node.left, env);
+    const right = this.evaluate(node.right, env);
+    const nothing = (v: Value) => isA(v, V.undef) || isA(v, V.none);
+    if ((nothing(left) && isA(right, V.str)) || (nothing(right) && isA(left, V.str))) {
+      return new V.str(`${nothing(left) ? "" : left.value}${nothing(right) ? "" : right.value}`);
+    }
+    const done = (value: Value) => ({ type: EVALUATED, value }) as unknown as Node;
+    return binary.call(this, { ...node, left: done(left), right: done(right) }, env);
   };
   const filter = proto.applyFilter;
   proto.applyFilter = function (operand, f, env) {
