@@ -3,7 +3,7 @@
 // and a prompt over the context is refused in each client's own words.
 import assert from "node:assert/strict";
 import { startServer } from "../tools/server_process.ts";
-import { chatFormatModelPath, tinyModelPath } from "./support/models.ts";
+import { cachedTinyModel, chatFormatModelPath, tinyModelPath } from "./support/models.ts";
 import { defaultSampling, modelSamplingDefaults } from "../lib/engine/sampling.ts";
 import { makeModel } from "../lib/gguf/mod.ts";
 import { closePartialJson, salvageCutCalls } from "../lib/chat/cut_call.ts";
@@ -309,48 +309,58 @@ Deno.test({
 });
 
 Deno.test({
-  name: "reasoning budget: at the cap the family's end marker is forced and the answer follows",
+  name: "reasoning budget: at the cap the end of reasoning is forced (<think>, Harmony's analysis)",
   sanitizeResources: false,
   fn: async () => {
-    await using srv = await startServer([
-      "--model",
-      await chatFormatModelPath("hermes"),
-      "--max-batch",
-      "2",
-    ]);
-    const tokens = async (text: string) =>
-      (await (await fetch(`${srv.url}/tokenize`, {
-        method: "POST",
-        headers: json,
-        body: JSON.stringify({ prompt: text, add_special_tokens: false }),
-      })).json()).count as number;
-    for (const budget of [0, 8]) {
-      // The prefilled `<think>` leaves the reply inside reasoning from its first token.
-      const res = await fetch(`${srv.url}/v1/messages`, {
-        method: "POST",
-        headers: json,
-        body: JSON.stringify({
-          model: "claude-x",
-          max_tokens: 48,
-          temperature: 1,
-          thinking: { type: "enabled", budget_tokens: budget },
-          messages: [
-            { role: "user", content: "think, then answer" },
-            { role: "assistant", content: "<think>" },
-          ],
-        }),
-      });
-      const body = await res.json();
-      assert.equal(res.status, 200, JSON.stringify(body));
-      assert.doesNotMatch(res.headers.get("x-hearth-ignored-fields") ?? "", /budget_tokens/);
-      const thinking = body.content.find((b: { type: string }) => b.type === "thinking");
-      const text = body.content.find((b: { type: string }) => b.type === "text");
-      // The reasoning stopped at the cap (a token of slack: the marker may merge with it) and
-      // the model went on to answer after it.
-      const used = thinking ? await tokens(thinking.thinking) : 0;
-      assert.ok(used <= budget + 1, `budget ${budget}: ${used} reasoning tokens`);
-      assert.ok(text?.text.length > 0, `budget ${budget}: no answer after the reasoning`);
-      assert.doesNotMatch(text.text, /<\/?think>/);
+    for (
+      const [family, model, open] of [
+        ["hermes", await chatFormatModelPath("hermes"), "<think>"],
+        [
+          "harmony",
+          await cachedTinyModel(
+            "agents-harmony",
+            ["chat_formats.ts", "agent_templates.ts", "presets.ts"],
+            { chatFormat: "harmony" },
+          ),
+          "<|channel|>analysis<|message|>",
+        ],
+      ]
+    ) {
+      await using srv = await startServer(["--model", model, "--max-batch", "2"]);
+      const tokens = async (text: string) =>
+        (await (await fetch(`${srv.url}/tokenize`, {
+          method: "POST",
+          headers: json,
+          body: JSON.stringify({ prompt: text, add_special_tokens: false }),
+        })).json()).count as number;
+      for (const budget of [0, 8]) {
+        // The prefilled opening leaves the reply inside reasoning from its first token.
+        const res = await fetch(`${srv.url}/v1/messages`, {
+          method: "POST",
+          headers: json,
+          body: JSON.stringify({
+            model: "claude-x",
+            max_tokens: 48,
+            temperature: 1,
+            thinking: { type: "enabled", budget_tokens: budget },
+            messages: [
+              { role: "user", content: "think, then answer" },
+              { role: "assistant", content: open },
+            ],
+          }),
+        });
+        const body = await res.json();
+        assert.equal(res.status, 200, JSON.stringify(body));
+        assert.doesNotMatch(res.headers.get("x-hearth-ignored-fields") ?? "", /budget_tokens/);
+        const thinking = body.content.find((b: { type: string }) => b.type === "thinking");
+        const text = body.content.find((b: { type: string }) => b.type === "text");
+        // The reasoning stopped at the cap (a token of slack: the marker may merge with it) and
+        // the model went on to answer after it.
+        const used = thinking ? await tokens(thinking.thinking) : 0;
+        assert.ok(used <= budget + 1, `${family}, budget ${budget}: ${used} reasoning tokens`);
+        assert.ok(text?.text.length > 0, `${family}, budget ${budget}: no answer after it`);
+        assert.doesNotMatch(text.text, /<\/?think>|<\|channel\|>|<\|end\|>/);
+      }
     }
   },
 });

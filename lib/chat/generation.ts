@@ -86,6 +86,8 @@ export type ChatPlan = {
   reasoningOpen: boolean;
   tools: ToolSpec[];
   model: EngineModel;
+  /** Markup the prompt ended in that the family's parser must read before the reply. */
+  primer?: string;
   /** Text of an Anthropic-style prefill the reply continues. */
   prefill?: string;
 };
@@ -192,6 +194,14 @@ export function planChat(
   }
   const rendered = renderConversation(template, format, specialSpellings(m), conv, render);
   const prompt = tokenizeText(m, rendered.text, false);
+  const budgetMarks = format.reasoningBudget ??
+    (format.reasoning && { ...format.reasoning, force: format.reasoning.end });
+  // A family whose parser reads reasoning from its own channel markup (Harmony) is told when the
+  // prompt already opened that channel (a prefilled `<|channel|>analysis<|message|>`).
+  const primer =
+    format.reasoningBudget && endsInsideReasoning(rendered.text, format.reasoningBudget)
+      ? format.reasoningBudget.start
+      : undefined;
   const reasoningOpen = format.reasoning
     ? endsInsideReasoning(rendered.text, format.reasoning)
     : false;
@@ -244,6 +254,7 @@ export function planChat(
     text: rendered.text,
     format,
     reasoningOpen,
+    ...(primer ? { primer } : {}),
     tools: conv.tools,
     model: m,
     prefill: rendered.prefill,
@@ -256,14 +267,14 @@ export function planChat(
       stop: opts.stop,
       ignoreEos: opts.ignoreEos,
       ...(opts.logprobs !== undefined ? { logprobs: opts.logprobs } : {}),
-      ...(opts.reasoningBudget !== undefined && format.reasoning
+      ...(opts.reasoningBudget !== undefined && budgetMarks
         ? {
           reasoningBudget: {
             tokens: opts.reasoningBudget,
-            open: reasoningOpen,
-            start: format.reasoning.start,
-            end: format.reasoning.end,
-            force: tokenizeText(m, format.reasoning.end, false),
+            open: format.reasoningBudget ? primer !== undefined : reasoningOpen,
+            start: budgetMarks.start,
+            end: budgetMarks.end,
+            force: tokenizeText(m, budgetMarks.force, false),
           },
         }
         : {}),
@@ -307,6 +318,7 @@ export async function* chatReply(
     ? newReasoningSplitter({ ...plan.format.reasoning, open: plan.reasoningOpen })
     : undefined;
   const parser = plan.format.newParser(plan.tools);
+  if (plan.primer) parser.push(plan.primer);
   // A call the model writes inside its reasoning is still a call: reasoning goes through a parser
   // of its own, whose text stays reasoning. Both parsers number calls from 0, hence `numbered`.
   let thoughts = reasoning ? plan.format.newParser(plan.tools) : undefined;

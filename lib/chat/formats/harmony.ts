@@ -247,6 +247,12 @@ export const harmonyFormat: ToolFormat = {
     tokens: [],
   },
   templateMessages: harmonyMessages,
+  // The analysis channel ends with <|end|>; the answer goes on in the final channel.
+  reasoningBudget: {
+    start: `${CHANNEL}analysis${MESSAGE}`,
+    end: "<|end|>",
+    force: `<|end|><|start|>assistant${CHANNEL}final${MESSAGE}`,
+  },
   newParser(tools) {
     return newHarmonyParser(new Set(tools.map((t) => t.name)));
   },

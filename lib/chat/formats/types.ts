@@ -57,6 +57,12 @@ export type ToolFormat = {
   triggers: Triggers;
   /** The reasoning markers of the family's output, if it reasons. */
   reasoning?: ReasoningMarkers;
+  /**
+   * Where a reasoning budget counts and what it forces at the cap, for a family whose reasoning
+   * is no marker pair the splitter reads (Harmony's `analysis` channel). Default: `reasoning`,
+   * forcing its end marker.
+   */
+  reasoningBudget?: { start: string; end: string; force: string };
   /** Reshapes the template messages for a template that reads other fields (gpt-oss: `thinking`). */
   templateMessages?(messages: ChatMessage[]): ChatMessage[];
   newParser(tools: ToolSpec[]): OutputParser;
