@@ -402,6 +402,13 @@ Deno.test("llama.cpp's expected parses: GLM-4.6 and GLM-4.7-Flash", async () => 
       calls: [["read_file_diff_md", {}]],
     },
   );
+  // Cut by the token limit inside a call: what was written is the call (a cut raw string too).
+  await expectParse(
+    f,
+    "</think><tool_call>edit<arg_key>replaceAll</arg_key><arg_value>true</arg_value>" +
+      "<arg_key>oldString</arg_key><arg_value>a b",
+    { calls: [["edit", { replaceAll: true, oldString: "a b" }]] },
+  );
   // A string-typed argument stays a string even when it reads as a number.
   await expectParse(
     f,
@@ -504,6 +511,13 @@ Deno.test("llama.cpp's expected parses: MiniMax-M2", async () => {
     '\n</think>\n\n<minimax:tool_call>\n<invoke name="special_function">\n<parameter name="arg1">1' +
       "</parameter>\n</invoke>\n</minimax:tool_call>",
     { calls: [["special_function", { arg1: 1 }]] },
+  );
+  // Cut by the token limit: the calls written so far, the cut one with what it has.
+  await expectParse(
+    m,
+    '</think><minimax:tool_call>\n<invoke name="empty_args">\n</invoke>\n<invoke name="edit">\n' +
+      '<parameter name="replaceAll">false</parameter>\n<parameter name="oldString">a b',
+    { calls: [["empty_args", {}], ["edit", { replaceAll: false, oldString: "a b" }]] },
   );
   // Two invokes in one section; a raw string value may hold `<` and newlines.
   await expectParse(

@@ -23,7 +23,7 @@ import { toolListPrompt } from "./generic.ts";
 import { forTool, LAYOUT, oneOrMore, prefixPattern } from "./grammar.ts";
 import { textWithout } from "./qwen3_coder.ts";
 import { newSectionParser, type SectionResult } from "./section_parser.ts";
-import { argsExpr, argsObject, type TagSyntax } from "./tagged_args.ts";
+import { argsExpr, argsObject, isRawArg, type TagSyntax } from "./tagged_args.ts";
 import type { ToolFormat } from "./types.ts";
 
 const OPEN = "<tool_call>";
@@ -42,8 +42,12 @@ const SYNTAX: TagSyntax = {
 
 const WS = " \t\r\n";
 
-/** Reads one `<tool_call>` block; `more` while it may still complete. */
-function parseBlock(s: string, tools: Map<string, ToolSpec>): SectionResult {
+/**
+ * Reads one `<tool_call>` block; `more` while it may still complete. `final`: the output ended
+ * (cut by the token limit) inside a call whose name is written: the arguments written so far are
+ * the call (a cut raw string too), as `cut_call.ts` does with JSON arguments.
+ */
+function parseBlock(s: string, tools: Map<string, ToolSpec>, final: boolean): SectionResult {
   const more: SectionResult = { kind: "more" };
   const bad: SectionResult = { kind: "bad" };
   let pos = OPEN.length;
@@ -58,32 +62,37 @@ function parseBlock(s: string, tools: Map<string, ToolSpec>): SectionResult {
   if (!tool) return bad;
   pos += tag;
   const pairs: [string, string][] = [];
+  const call = (length: number): SectionResult => ({
+    kind: "ok",
+    calls: [{ name, arguments: argsObject(tool, pairs) }],
+    length,
+  });
+  const cut = () => (final ? call(s.length) : more);
   for (;;) {
     skipWs();
-    if (pos >= s.length) return more;
+    if (pos >= s.length) return cut();
     if (!s.startsWith(KEY, pos)) {
-      if (KEY.startsWith(s.slice(pos))) return more;
+      if (KEY.startsWith(s.slice(pos))) return cut();
       break;
     }
     const keyEnd = s.indexOf(END_KEY, pos);
-    if (keyEnd < 0) return more;
+    if (keyEnd < 0) return cut();
     const key = s.slice(pos + KEY.length, keyEnd);
     pos = keyEnd + END_KEY.length;
     skipWs();
-    if (s.length - pos < VALUE.length) return VALUE.startsWith(s.slice(pos)) ? more : bad;
+    if (s.length - pos < VALUE.length) return VALUE.startsWith(s.slice(pos)) ? cut() : bad;
     if (!s.startsWith(VALUE, pos)) return bad;
     const valueEnd = s.indexOf(END_VALUE, pos);
-    if (valueEnd < 0) return more;
+    if (valueEnd < 0) {
+      if (final && isRawArg(tool, key)) pairs.push([key, s.slice(pos + VALUE.length)]);
+      return cut();
+    }
     pairs.push([key, s.slice(pos + VALUE.length, valueEnd)]);
     pos = valueEnd + END_VALUE.length;
   }
-  if (s.length - pos < CLOSE.length) return CLOSE.startsWith(s.slice(pos)) ? more : bad;
+  if (s.length - pos < CLOSE.length) return CLOSE.startsWith(s.slice(pos)) ? cut() : bad;
   if (!s.startsWith(CLOSE, pos)) return bad;
-  return {
-    kind: "ok",
-    calls: [{ name, arguments: argsObject(tool, pairs) }],
-    length: pos + CLOSE.length,
-  };
+  return call(pos + CLOSE.length);
 }
 
 export const glmFormat: ToolFormat = {
@@ -108,7 +117,7 @@ export const glmFormat: ToolFormat = {
     return newSectionParser({
       markers: [OPEN],
       closers: ">",
-      parse: (s) => parseBlock(s, byName),
+      parse: (s, final) => parseBlock(s, byName, final),
     });
   },
 };

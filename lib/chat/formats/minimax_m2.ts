@@ -23,7 +23,7 @@ import { toolListPrompt } from "./generic.ts";
 import { forTool, LAYOUT, oneOrMore, prefixPattern } from "./grammar.ts";
 import { textWithout } from "./qwen3_coder.ts";
 import { newSectionParser, type ParsedCall, type SectionResult } from "./section_parser.ts";
-import { argsExpr, argsObject, type TagSyntax } from "./tagged_args.ts";
+import { argsExpr, argsObject, isRawArg, type TagSyntax } from "./tagged_args.ts";
 import type { ToolFormat } from "./types.ts";
 
 const SECTION = "<minimax:tool_call>";
@@ -40,7 +40,12 @@ const SYNTAX: TagSyntax = {
   sep: LAYOUT,
 };
 
-function parseSection(s: string, tools: Map<string, ToolSpec>): SectionResult {
+/**
+ * Reads a call section; `more` while it may still complete. `final`: the output ended (cut by the
+ * token limit) inside the section: the calls written so far are the calls, the cut one with the
+ * arguments it has (a cut raw string too), as `cut_call.ts` does with JSON arguments.
+ */
+function parseSection(s: string, tools: Map<string, ToolSpec>, final: boolean): SectionResult {
   const more: SectionResult = { kind: "more" };
   const bad: SectionResult = { kind: "bad" };
   let pos = SECTION.length;
@@ -53,36 +58,45 @@ function parseSection(s: string, tools: Map<string, ToolSpec>): SectionResult {
     if (s.startsWith(l, pos)) return (pos += l.length), true;
     return l.startsWith(s.slice(pos)) ? "more" : false;
   };
+  const cut = (last?: ParsedCall): SectionResult => {
+    if (!final) return more;
+    if (last) calls.push(last);
+    return calls.length ? { kind: "ok", calls, length: s.length } : more;
+  };
   for (;;) {
     skipWs();
     let r = expect(END_SECTION);
     if (r === true) break;
     const partialEnd = r === "more";
     r = expect(INVOKE);
-    if (r !== true) return r === "more" || partialEnd ? more : bad;
+    if (r !== true) return r === "more" || partialEnd ? cut() : bad;
     const nameEnd = s.indexOf('">', pos);
-    if (nameEnd < 0) return s.length - pos > 256 ? bad : more;
+    if (nameEnd < 0) return s.length - pos > 256 ? bad : cut();
     const name = s.slice(pos, nameEnd);
     const tool = tools.get(name);
     if (!tool) return bad;
     pos = nameEnd + 2;
     const pairs: [string, string][] = [];
+    const cutHere = () => cut({ name, arguments: argsObject(tool, pairs) });
     for (;;) {
       skipWs();
-      if (pos >= s.length) return more;
+      if (pos >= s.length) return cutHere();
       r = expect(PARAM);
-      if (r === "more") return more;
+      if (r === "more") return cutHere();
       if (r === false) break;
       const keyEnd = s.indexOf('">', pos);
-      if (keyEnd < 0) return more;
+      if (keyEnd < 0) return cutHere();
       const key = s.slice(pos, keyEnd);
       const valueEnd = s.indexOf(END_PARAM, keyEnd + 2);
-      if (valueEnd < 0) return more;
+      if (valueEnd < 0) {
+        if (final && isRawArg(tool, key)) pairs.push([key, s.slice(keyEnd + 2)]);
+        return cutHere();
+      }
       pairs.push([key, s.slice(keyEnd + 2, valueEnd)]);
       pos = valueEnd + END_PARAM.length;
     }
     r = expect(END_INVOKE);
-    if (r !== true) return r === "more" ? more : bad;
+    if (r !== true) return r === "more" ? cutHere() : bad;
     calls.push({ name, arguments: argsObject(tool, pairs) });
   }
   return calls.length ? { kind: "ok", calls, length: pos } : bad;
@@ -116,7 +130,7 @@ export const minimaxM2Format: ToolFormat = {
     return newSectionParser({
       markers: [SECTION],
       closers: ">",
-      parse: (s) => parseSection(s, byName),
+      parse: (s, final) => parseSection(s, byName, final),
     });
   },
 };

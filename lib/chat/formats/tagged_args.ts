@@ -86,3 +86,12 @@ export function argsObject(t: ToolSpec | undefined, pairs: [string, string][]): 
   }
   return JSON.stringify(args);
 }
+
+/** Whether argument `key` of `t` is written raw (a plain string), so a cut value still counts. */
+export function isRawArg(t: ToolSpec, key: string): boolean {
+  try {
+    return isRawString(new Map(tagProperties(t, "")).get(key));
+  } catch {
+    return false;
+  }
+}
