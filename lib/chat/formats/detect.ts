@@ -21,6 +21,11 @@ export function detectToolFamily(templateSource: string): ToolFamily {
   if (has("<｜tool▁calls▁begin｜>") && has("<｜tool▁sep｜>") && !has("```json")) {
     return "deepseek-v3";
   }
+  // DeepSeek V3.2 / V4: DSML invokes inside a `function_calls` (V3.2) or `tool_calls` (V4) block.
+  if (has("｜DSML｜") && has("invoke name=") && has("parameter name=")) {
+    if (has("function_calls>")) return "deepseek-v3.2";
+    if (has("tool_calls>")) return "deepseek-v4";
+  }
   if (has("<|tool_call>call:") && has("<tool_call|>")) return "gemma4";
   // gpt-oss (Harmony): channels, recipients and `<|call|>`.
   if (has("<|channel|>") && has("<|message|>") && has("<|start|>") && has("<|call|>")) {

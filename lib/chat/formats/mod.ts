@@ -24,6 +24,7 @@ import { llama3Format } from "./llama3.ts";
 import { mistralFormat } from "./mistral.ts";
 import { qwen3CoderFormat } from "./qwen3_coder.ts";
 import { deepseekV3Format } from "./deepseek_v3.ts";
+import { deepseekV32Format, deepseekV4Format } from "./deepseek_dsml.ts";
 import { devstralFormat } from "./devstral.ts";
 import { gemma4Format } from "./gemma4.ts";
 import { glmFormat } from "./glm.ts";
@@ -43,6 +44,8 @@ export const TOOL_FORMATS: Readonly<Record<ToolFamily, ToolFormat>> = {
   "qwen3-coder": qwen3CoderFormat,
   generic: genericFormat,
   "deepseek-v3": deepseekV3Format,
+  "deepseek-v3.2": deepseekV32Format,
+  "deepseek-v4": deepseekV4Format,
   gemma4: gemma4Format,
   devstral: devstralFormat,
   harmony: harmonyFormat,

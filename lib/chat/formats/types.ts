@@ -23,6 +23,8 @@ export type ToolFamily =
   | "qwen3-coder"
   | "generic"
   | "deepseek-v3"
+  | "deepseek-v3.2"
+  | "deepseek-v4"
   | "gemma4"
   | "devstral"
   | "harmony"

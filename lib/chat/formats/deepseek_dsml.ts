@@ -1,0 +1,174 @@
+/**
+ * DeepSeek V3.2 and V4 tool calls, in DSML markup: one block `<｜DSML｜function_calls>` (V3.2) or
+ * `<｜DSML｜tool_calls>` (V4) holding, per call, `<｜DSML｜invoke name="NAME">` with one
+ * `<｜DSML｜parameter name="K" string="true|false">V</｜DSML｜parameter>` per argument and
+ * `</｜DSML｜invoke>`, each on its own line, then the block's closing tag. `string="true"` values
+ * are raw text, `string="false"` ones JSON, as the templates render history. Reasoning is
+ * `<think>...</think>`; the templates render `tools` themselves.
+ *
+ * @example
+ * ```ts
+ * import { deepseekV32Format } from "./deepseek_dsml.ts";
+ * const p = deepseekV32Format.newParser([{ name: "f", parameters: { type: "object" } }]);
+ * p.push('<｜DSML｜function_calls>\n<｜DSML｜invoke name="f">\n' +
+ *   '<｜DSML｜parameter name="n" string="false">3</｜DSML｜parameter>\n</｜DSML｜invoke>\n' +
+ *   "</｜DSML｜function_calls>"); // tool_call_start f, args {"n":3}, end
+ * ```
+ * @module
+ */
+import type { ToolSpec } from "../conversation.ts";
+import { alt, type Expr, lit, render, seq } from "../../constrain/gbnf.ts";
+import { newSchemaSet } from "../../constrain/json_schema.ts";
+import { toolListPrompt } from "./generic.ts";
+import { forTool, LAYOUT, oneOrMore, prefixPattern } from "./grammar.ts";
+import { parseJson } from "./json_calls.ts";
+import { isRawString, textWithout } from "./qwen3_coder.ts";
+import { newSectionParser, type ParsedCall, type SectionResult } from "./section_parser.ts";
+import { argsExpr, tagProperties, type TagSyntax } from "./tagged_args.ts";
+import type { ToolFamily, ToolFormat } from "./types.ts";
+
+const DSML = "｜DSML｜";
+const INVOKE = `<${DSML}invoke name="`;
+const END_INVOKE = `</${DSML}invoke>`;
+const PARAM = `<${DSML}parameter name="`;
+const END_PARAM = `</${DSML}parameter>`;
+/** Both generations' block names: a model of one that writes the other's is still read. */
+const BLOCKS = ["function_calls", "tool_calls"];
+
+type Pair = { key: string; value: string; raw: boolean | undefined };
+
+/** Compact JSON arguments: `string="true"` raw, `"false"` JSON (raw if it does not parse). */
+function argsJson(t: ToolSpec, pairs: Pair[]): string {
+  let props: Map<string, unknown>;
+  try {
+    props = new Map(tagProperties(t, ""));
+  } catch {
+    props = new Map();
+  }
+  const args: Record<string, unknown> = {};
+  for (const p of pairs) {
+    const raw = p.raw ?? isRawString(props.get(p.key));
+    const parsed = raw ? undefined : parseJson(p.value);
+    args[p.key] = parsed === undefined ? p.value : parsed;
+  }
+  return JSON.stringify(args);
+}
+
+/**
+ * Reads a call block; `more` while it may still complete. `final`: the output ended (cut by the
+ * token limit) inside the block: the calls written so far are the calls, the cut one with the
+ * arguments it has, as the other tag-argument families do.
+ */
+function parseBlock(s: string, tools: Map<string, ToolSpec>, final: boolean): SectionResult {
+  const more: SectionResult = { kind: "more" };
+  const bad: SectionResult = { kind: "bad" };
+  const block = BLOCKS.find((b) => s.startsWith(`<${DSML}${b}>`));
+  if (!block) return bad;
+  const endBlock = `</${DSML}${block}>`;
+  let pos = block.length + DSML.length + 2;
+  const calls: ParsedCall[] = [];
+  const skipWs = () => {
+    while (pos < s.length && " \t\r\n".includes(s[pos])) pos++;
+  };
+  // Expects literal `l` at pos: true (consumed), "more" (text ends inside it) or false.
+  const expect = (l: string): boolean | "more" => {
+    if (s.startsWith(l, pos)) return (pos += l.length), true;
+    return l.startsWith(s.slice(pos)) ? "more" : false;
+  };
+  const cut = (last?: ParsedCall): SectionResult => {
+    if (!final) return more;
+    if (last) calls.push(last);
+    return calls.length ? { kind: "ok", calls, length: s.length } : more;
+  };
+  for (;;) {
+    skipWs();
+    let r = expect(endBlock);
+    if (r === true) break;
+    const partialEnd = r === "more";
+    r = expect(INVOKE);
+    if (r !== true) return r === "more" || partialEnd ? cut() : bad;
+    const nameEnd = s.indexOf('">', pos);
+    if (nameEnd < 0) return s.length - pos > 256 ? bad : cut();
+    const name = s.slice(pos, nameEnd);
+    const tool = tools.get(name);
+    if (!tool) return bad;
+    pos = nameEnd + 2;
+    const pairs: Pair[] = [];
+    const cutHere = () => cut({ name, arguments: argsJson(tool, pairs) });
+    for (;;) {
+      skipWs();
+      if (pos >= s.length) return cutHere();
+      r = expect(PARAM);
+      if (r === "more") return cutHere();
+      if (r === false) break;
+      const tagEnd = s.indexOf(">", pos);
+      if (tagEnd < 0) return s.length - pos > 512 ? bad : cutHere();
+      const attrs = /^([^"]*)"(?:\s+string="(true|false)")?\s*$/.exec(s.slice(pos, tagEnd));
+      if (!attrs) return bad;
+      const key = attrs[1];
+      const raw = attrs[2] === undefined ? undefined : attrs[2] === "true";
+      const valueEnd = s.indexOf(END_PARAM, tagEnd + 1);
+      if (valueEnd < 0) {
+        if (final && (raw ?? false)) pairs.push({ key, value: s.slice(tagEnd + 1), raw });
+        return cutHere();
+      }
+      pairs.push({ key, value: s.slice(tagEnd + 1, valueEnd), raw });
+      pos = valueEnd + END_PARAM.length;
+    }
+    r = expect(END_INVOKE);
+    if (r !== true) return r === "more" ? cutHere() : bad;
+    calls.push({ name, arguments: argsJson(tool, pairs) });
+  }
+  return calls.length ? { kind: "ok", calls, length: pos } : bad;
+}
+
+/** The format of one generation, whose block is `<｜DSML｜${block}>`. */
+function dsmlFormat(family: ToolFamily, block: string): ToolFormat {
+  const open = `<${DSML}${block}>`;
+  const close = `</${DSML}${block}>`;
+  return {
+    family,
+    rendersTools: true,
+    toolSystemPrompt: toolListPrompt,
+    callGrammar(tools, { parallel }) {
+      if (tools.length === 0) throw new Error("a call grammar needs at least one tool");
+      const set = newSchemaSet();
+      let raw: Expr | undefined;
+      const rawText = () => (raw ??= textWithout(set.g, END_PARAM, "raw-value"));
+      const invokes = tools.map((t, i) =>
+        forTool(t, i, () => {
+          // The attribute says how the value is written: raw for a plain string, else JSON.
+          const props = new Map(tagProperties(t, family));
+          const syntax: TagSyntax = {
+            family,
+            open: (name) =>
+              lit(`${PARAM}${name}" string="${isRawString(props.get(name)) ? "true" : "false"}">`),
+            close: END_PARAM,
+            sep: LAYOUT,
+          };
+          return seq(
+            lit(`${INVOKE}${t.name}">`),
+            LAYOUT,
+            argsExpr(set, t, syntax, rawText),
+            lit(END_INVOKE),
+          );
+        })
+      );
+      const body = oneOrMore(seq(alt(...invokes), LAYOUT), parallel, seq());
+      return render(set.g, seq(lit(open), LAYOUT, body, lit(close)));
+    },
+    triggers: { patterns: [prefixPattern([open, { ws: true }, INVOKE])], tokens: [] },
+    reasoning: { start: "<think>", end: "</think>" },
+    newParser(tools) {
+      const byName = new Map(tools.map((t) => [t.name, t]));
+      return newSectionParser({
+        markers: BLOCKS.map((b) => `<${DSML}${b}>`),
+        closers: ">",
+        parse: (s, final) => parseBlock(s, byName, final),
+      });
+    },
+  };
+}
+
+export const deepseekV32Format: ToolFormat = dsmlFormat("deepseek-v3.2", "function_calls");
+export const deepseekV4Format: ToolFormat = dsmlFormat("deepseek-v4", "tool_calls");

@@ -1,0 +1,705 @@
+// Tool-call and reasoning formats of DeepSeek V3.2 and V4 (DSML markup: a `function_calls` block in
+// V3.2, `tool_calls` in V4 and V4-Flash), each with its REAL template from llama.cpp's bundle
+// (models/templates): detection from the whole template (V3.1 stays V3.1); llama.cpp's expected
+// parses (tests/test-chat.cpp) however the text is chunked; forced calls on the tiny model at
+// temperature 1 (seeded) in Chat Completions, Responses and Anthropic, streamed and not, each
+// validated by ajv, with the raw generated text checked against the family's own syntax and no
+// marker text in `content`; the open `<think>` of a generation prompt (the call still comes
+// back); a call written inside reasoning; a tool round trip rendered through the template, and
+// the reasoning of a call turn handed back when thinking is on.
+import assert from "node:assert/strict";
+import Anthropic from "@anthropic-ai/sdk";
+import OpenAI from "openai";
+import { Ajv2020 } from "ajv/dist/2020.js";
+import type { Conversation, ReplyEvent, ToolSpec } from "../lib/chat/conversation.ts";
+import {
+  detectToolFamily,
+  detectToolFormat,
+  type ToolFamily,
+  type ToolFormat,
+} from "../lib/chat/formats/mod.ts";
+import { chatReply, collectReply, planChat } from "../lib/chat/generation.ts";
+import { newReasoningSplitter } from "../lib/chat/reasoning.ts";
+import { type CompiledTemplate, compileTemplate } from "../lib/chat/template.ts";
+import { loadEngineModel } from "../lib/engine/model.ts";
+import { defaultSampling } from "../lib/engine/sampling.ts";
+import type { GenEvent } from "../lib/engine/scheduler.ts";
+import { startWorkerEngine } from "../lib/engine/worker_host.ts";
+import { createApp } from "../routes/app.ts";
+import { newServerState } from "../routes/state.ts";
+import { llamaSourceDir } from "./support/llama_source.ts";
+import { tinyModelPath } from "./support/models.ts";
+
+const TEMPLATES = `${await llamaSourceDir()}/models/templates`;
+const source = (file: string) => Deno.readTextFileSync(`${TEMPLATES}/${file}`);
+
+type Case = {
+  label: string;
+  file: string;
+  family: ToolFamily;
+  /** The raw text of a forced reply (after any reasoning) in the family's own syntax. */
+  syntax: RegExp;
+  /** Template variables that make the generation prompt end inside an open think block. */
+  openThink?: Record<string, unknown>;
+  /** Template variables that close it (or leave it out). */
+  closedThink?: Record<string, unknown>;
+  /** A get_weather call (Paris, celsius) as the model writes it. */
+  call: string;
+  /** What the template renders of a tool round trip (the call, then its result). */
+  rendered: string[];
+  /** Whether the template passes reasoning back on a turn with tool calls. */
+  keepsReasoning: boolean;
+  /** What it renders of that turn with thinking on: the reasoning handed back, then the call. */
+  renderedThinking: string;
+};
+
+const NAMES = "(?:get_weather|place_order)";
+const D = "｜DSML｜";
+/** A DSML block named `block` as the templates write it. */
+const dsmlSyntax = (block: string) =>
+  new RegExp(
+    `^<${D}${block}>\\s*(?:<${D}invoke name="${NAMES}">\\s*` +
+      `(?:<${D}parameter name="\\w+" string="(?:true|false)">.*?</${D}parameter>\\s*)*` +
+      `</${D}invoke>\\s*)+</${D}${block}>$`,
+    "s",
+  );
+const dsmlCall = (block: string) =>
+  `<${D}${block}>\n<${D}invoke name="get_weather">\n` +
+  `<${D}parameter name="city" string="true">Paris</${D}parameter>\n` +
+  `<${D}parameter name="unit" string="true">celsius</${D}parameter>\n` +
+  `</${D}invoke>\n</${D}${block}>`;
+
+const V4_CASE = (label: string, file: string): Case => ({
+  label,
+  file,
+  family: "deepseek-v4",
+  syntax: dsmlSyntax("tool_calls"),
+  openThink: { thinking: true },
+  call: dsmlCall("tool_calls"),
+  rendered: [
+    `<｜Assistant｜></think>\n\n${dsmlCall("tool_calls")}<｜end▁of▁sentence｜>`,
+    "<｜User｜><tool_result>sunny, 21 C</tool_result><｜Assistant｜></think>",
+  ],
+  keepsReasoning: false,
+  renderedThinking: `<｜Assistant｜><think>checked the map</think>\n\n${dsmlCall("tool_calls")}`,
+});
+
+const CASES: Case[] = [
+  {
+    label: "DeepSeek V3.2",
+    file: "deepseek-ai-DeepSeek-V3.2.jinja",
+    family: "deepseek-v3.2",
+    syntax: dsmlSyntax("function_calls"),
+    openThink: { thinking: true },
+    call: dsmlCall("function_calls"),
+    rendered: [
+      `<｜Assistant｜></think>\n\n${dsmlCall("function_calls")}<｜end▁of▁sentence｜>`,
+      "\n\n<function_results>\n<result>sunny, 21 C</result>\n</function_results>\n\n<think></think>",
+    ],
+    keepsReasoning: false,
+    renderedThinking: `<｜Assistant｜><think>checked the map</think>\n\n${
+      dsmlCall("function_calls")
+    }`,
+  },
+  V4_CASE("DeepSeek V4", "deepseek-ai-DeepSeek-V4.jinja"),
+  V4_CASE("DeepSeek V4-Flash", "deepseek-ai-DeepSeek-V4-Flash-0731.jinja"),
+];
+
+// ---------------------------------------------------------------- detection
+
+Deno.test("DeepSeek generations are detected from the real templates", () => {
+  for (const c of CASES) assert.equal(detectToolFamily(source(c.file)), c.family, c.label);
+  // V3.1 keeps its own format; R1 and the MiniMax `<invoke name=` templates are no DSML.
+  assert.equal(detectToolFamily(source("deepseek-ai-DeepSeek-V3.1.jinja")), "deepseek-v3");
+  assert.equal(detectToolFamily(source("MiniMax-M2.jinja")), "minimax-m2");
+  for (const file of ["deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", "MiniMax-M2.jinja"]) {
+    assert.ok(!detectToolFamily(source(file)).startsWith("deepseek-v"), file);
+  }
+  // One marker substring alone is no family.
+  assert.equal(detectToolFamily("{{ '<｜DSML｜function_calls>' }}"), "generic");
+});
+
+// ---------------------------------------------------------------- llama.cpp's expected parses
+
+const anyTool = (name: string): ToolSpec => ({ name, parameters: { type: "object" } });
+const TEST_TOOLS = [
+  "get_time",
+  "get_weather",
+  "special_function",
+  "magic_int",
+  "amount",
+  "toggle",
+  "todo_list",
+  "set_config",
+].map(anyTool);
+
+type Parsed = { reasoning: string; content: string; calls: [string, unknown][] };
+
+/** The reply `text` parsed as a family does, fed in chunks of `size` characters. */
+function parse(f: ToolFormat, text: string, open: boolean, size: number): Parsed {
+  const split = f.reasoning ? newReasoningSplitter({ ...f.reasoning, open }) : undefined;
+  const parser = f.newParser(TEST_TOOLS);
+  const out: Parsed = { reasoning: "", content: "", calls: [] };
+  const take = (evs: ReplyEvent[]) => {
+    for (const ev of evs) {
+      if (ev.type === "text") out.content += ev.text;
+      if (ev.type === "reasoning") out.reasoning += ev.text;
+      if (ev.type === "tool_call_end") {
+        out.calls.push([
+          (evs.find((e) => e.type === "tool_call_start" && e.index === ev.index) as {
+            name: string;
+          }).name,
+          JSON.parse(ev.arguments),
+        ]);
+      }
+    }
+  };
+  const feed = (s: string) => {
+    for (const p of split ? split.push(s) : [{ type: "text" as const, text: s }]) {
+      if (p.type === "reasoning") out.reasoning += p.text;
+      else take(parser.push(p.text));
+    }
+  };
+  for (let i = 0; i < text.length; i += size) feed(text.slice(i, i + size));
+  for (const p of split?.end() ?? []) {
+    if (p.type === "reasoning") out.reasoning += p.text;
+    else take(parser.push(p.text));
+  }
+  take(parser.end());
+  return out;
+}
+
+/** Calls are reported whole per chunk here, so a start and its end come in one push. */
+function expectParse(
+  file: string,
+  text: string,
+  want: Partial<Parsed>,
+  open = false,
+): void {
+  const f = detectToolFormat(source(file));
+  for (const size of [text.length, 7, 1]) {
+    const got = parse(f, text, open, size);
+    assert.deepEqual(
+      { reasoning: got.reasoning, content: got.content, calls: got.calls },
+      { reasoning: "", content: "", calls: [], ...want },
+      `${file} in chunks of ${size}: ${JSON.stringify(text)}`,
+    );
+  }
+}
+
+/** A DSML block of `block` holding one invoke per `[name, [key, string attr, value][]]`. */
+function dsml(block: string, calls: [string, [string, boolean, string][]][]): string {
+  const invokes = calls.map(([name, params]) =>
+    `<${D}invoke name="${name}">\n` +
+    params.map(([k, s, v]) => `<${D}parameter name="${k}" string="${s}">${v}</${D}parameter>\n`)
+      .join("") +
+    `</${D}invoke>\n`
+  );
+  return `<${D}${block}>\n${invokes.join("")}</${D}${block}>`;
+}
+
+Deno.test("llama.cpp's expected parses (test-chat.cpp, DeepSeek V3.2 and V4)", () => {
+  for (
+    const [file, block] of [
+      ["deepseek-ai-DeepSeek-V3.2.jinja", "function_calls"],
+      ["deepseek-ai-DeepSeek-V4.jinja", "tool_calls"],
+      ["deepseek-ai-DeepSeek-V4-Flash-0731.jinja", "tool_calls"],
+    ]
+  ) {
+    const call = (calls: [string, [string, boolean, string][]][]) => dsml(block, calls);
+    expectParse(file, "Hello, world!\nWhat's up?", { content: "Hello, world!\nWhat's up?" });
+    expectParse(file, "I'm\nthinking</think>Hello, world!\nWhat's up?", {
+      reasoning: "I'm\nthinking",
+      content: "Hello, world!\nWhat's up?",
+    }, true);
+    expectParse(
+      file,
+      "Let me check the time</think>\n\n" + call([["get_time", [["city", true, "Tokyo"]]]]),
+      { reasoning: "Let me check the time", calls: [["get_time", { city: "Tokyo" }]] },
+      true,
+    );
+    expectParse(file, call([["special_function", [["arg1", false, "1"]]]]), {
+      calls: [["special_function", { arg1: 1 }]],
+    });
+    expectParse(
+      file,
+      "Calling both</think>\n\n" +
+        call([["get_time", [["city", true, "Paris"]]], ["get_weather", [["city", true, "Paris"]]]]),
+      {
+        reasoning: "Calling both",
+        calls: [["get_time", { city: "Paris" }], ["get_weather", { city: "Paris" }]],
+      },
+      true,
+    );
+    expectParse(
+      file,
+      "Thinking about it</think>Let me call the function.\n\n" +
+        call([["special_function", [["arg1", false, "1"]]]]),
+      {
+        reasoning: "Thinking about it",
+        content: "Let me call the function.",
+        calls: [["special_function", { arg1: 1 }]],
+      },
+      true,
+    );
+    const one = (name: string, k: string, v: string, want: unknown, why: string) =>
+      expectParse(file, why + "</think>\n\n" + call([[name, [[k, false, v]]]]), {
+        reasoning: why,
+        calls: [[name, { [k]: want }]],
+      }, true);
+    one("magic_int", "ref", "-14", -14, "Test negative");
+    one("amount", "orig", "3.14", 3.14, "Test decimal");
+    one("toggle", "enabled", "true", true, "Test boolean");
+    one("todo_list", "todos", '["buy milk","walk dog"]', ["buy milk", "walk dog"], "Test array");
+    one("set_config", "config", '{"theme":"dark","level":2}', { theme: "dark", level: 2 }, "Obj");
+    expectParse(file, "</think>\n\n" + call([["get_time", [["city", true, "XYZCITY"]]]]), {
+      calls: [["get_time", { city: "XYZCITY" }]],
+    }, true);
+    expectParse(
+      file,
+      "Multi-arg call</think>\n\n" +
+        call([["magic_int", [["ref", false, "42"], ["name", true, "foo bar"]]]]),
+      { reasoning: "Multi-arg call", calls: [["magic_int", { ref: 42, name: "foo bar" }]] },
+      true,
+    );
+    // A string="true" value stays text even when it reads as JSON; an unknown tool is no call.
+    expectParse(file, call([["get_time", [["city", true, "42"]]]]), {
+      calls: [["get_time", { city: "42" }]],
+    });
+    const unknown = call([["nope", [["city", true, "x"]]]]);
+    expectParse(file, unknown, { content: unknown });
+  }
+});
+
+// ---------------------------------------------------------------- a call inside reasoning
+
+/** Engine events replaying `chunks` (what the model wrote), then the end of generation. */
+async function* replay(chunks: string[]): AsyncGenerator<GenEvent> {
+  for (const text of chunks) yield { type: "text", text };
+  yield {
+    type: "done",
+    finishReason: "stop",
+    promptTokens: 0,
+    cachedTokens: 0,
+    completionTokens: 0,
+  };
+}
+
+// ---------------------------------------------------------------- the tiny model, real templates
+
+const weather = {
+  type: "object",
+  properties: {
+    city: { type: "string", pattern: "^[A-Za-z ]{1,12}$" },
+    unit: { enum: ["celsius", "fahrenheit"] },
+  },
+  required: ["city", "unit"],
+  additionalProperties: false,
+};
+const order = {
+  type: "object",
+  properties: {
+    items: {
+      type: "array",
+      items: {
+        type: "object",
+        properties: {
+          sku: { enum: ["ABC-12", "XYZ-99"] },
+          qty: { type: "integer", minimum: 1, maximum: 9 },
+        },
+        required: ["sku", "qty"],
+        additionalProperties: false,
+      },
+      minItems: 1,
+      maxItems: 2,
+    },
+    express: { type: "boolean" },
+  },
+  required: ["items", "express"],
+  additionalProperties: false,
+};
+const SCHEMAS: Record<string, Record<string, unknown>> = {
+  get_weather: weather,
+  place_order: order,
+};
+const TOOLS: ToolSpec[] = Object.entries(SCHEMAS).map(([name, parameters]) => ({
+  name,
+  description: `The ${name} tool`,
+  parameters,
+}));
+const ajv = new Ajv2020({ strict: false });
+const validators = Object.fromEntries(
+  Object.entries(SCHEMAS).map(([k, s]) => [k, ajv.compile(s)]),
+);
+
+function assertValidCall(name: string, args: string, where: string): void {
+  const v = validators[name];
+  assert.ok(v, `${where}: unknown tool ${name}`);
+  const parsed = JSON.parse(args);
+  assert.ok(v(parsed), `${where}: ${args} fails the schema: ${ajv.errorsText(v.errors)}`);
+}
+
+/** Marker text of every family that must never reach `content`. */
+const MARKERS = /<｜|｜DSML｜|<\/?think>|<function_results>|<tool_result>/;
+
+const model = await loadEngineModel({
+  path: await tinyModelPath(),
+  maxBatch: 4,
+  maxSeqLen: 4096,
+  threads: 1,
+});
+const engine = await startWorkerEngine(model);
+globalThis.addEventListener("unload", () => engine.close());
+const MAX_TOKENS = 900;
+
+function appFor(template: CompiledTemplate) {
+  const state = newServerState("hearth-tiny");
+  state.threads = 1;
+  state.engine = engine;
+  state.template = template;
+  const app = createApp(state);
+  const fetch = (input: string | URL | Request, init?: RequestInit) =>
+    Promise.resolve(app.fetch(new Request(input, init)));
+  return {
+    openai: new OpenAI({ apiKey: "x", baseURL: "http://hearth.test/v1", maxRetries: 0, fetch }),
+    anthropic: new Anthropic({ apiKey: "x", baseURL: "http://hearth.test", maxRetries: 0, fetch }),
+  };
+}
+
+/**
+ * `chat_template_kwargs` (a llama.cpp / vLLM extension) closing the think block, so only the
+ * Responses calls below, which cannot send it, take the open-think path over HTTP.
+ */
+function thinkOff(c: Case): object {
+  return c.closedThink ? { chat_template_kwargs: c.closedThink } : {};
+}
+
+function conversation(toolChoice: Conversation["toolChoice"]): Conversation {
+  return {
+    turns: [
+      { role: "system", parts: [{ type: "text", text: "You are terse." }] },
+      { role: "user", parts: [{ type: "text", text: "Weather in Paris? Order two apples." }] },
+    ],
+    tools: TOOLS,
+    toolChoice,
+    parallelToolCalls: false,
+  };
+}
+
+for (const c of CASES) {
+  const template = compileTemplate(source(c.file));
+
+  Deno.test(`${c.label}: a forced call, raw text in the family's own syntax`, async () => {
+    for (const [seed, extra] of [[1, c.closedThink ?? {}], [2, c.openThink ?? {}]] as const) {
+      const plan = planChat(
+        model,
+        template,
+        conversation(seed === 1 ? { type: "required" } : { type: "tool", name: "place_order" }),
+        {
+          sampling: { ...defaultSampling(), temperature: 1, seed },
+          stop: [],
+          ignoreEos: false,
+          maxTokens: MAX_TOKENS,
+        },
+        { addGenerationPrompt: true, extra },
+      );
+      const events: GenEvent[] = [];
+      for await (const ev of engine.submit(plan.req)) events.push(ev);
+      const raw = events.map((e) => (e.type === "text" ? e.text : "")).join("");
+      // A reply that starts inside reasoning closes it before the call.
+      const end = plan.format.reasoning?.end ?? "";
+      const call = plan.reasoningOpen ? raw.slice(raw.indexOf(end) + end.length).trim() : raw;
+      if (plan.reasoningOpen) assert.ok(raw.includes(end), `${c.label}: ${raw}`);
+      assert.match(call, c.syntax, `${c.label} seed ${seed}: ${JSON.stringify(raw)}`);
+      const again = (async function* () {
+        yield* events;
+      })();
+      const reply = await collectReply(chatReply(again, plan));
+      assert.equal(reply.end?.finishReason, "tool_calls", `${c.label}: ${JSON.stringify(raw)}`);
+      assert.equal(reply.text, "", `${c.label}: no text beside a forced call`);
+      assert.ok(reply.calls.length >= 1);
+      for (const k of reply.calls) assertValidCall(k.name, k.arguments, `${c.label} raw`);
+      if (seed === 2) assert.equal(reply.calls[0].name, "place_order");
+    }
+  });
+
+  if (c.openThink) {
+    Deno.test(`${c.label}: the generation prompt opens <think>, the forced call comes back`, () => {
+      const plan = planChat(
+        model,
+        template,
+        conversation({ type: "required" }),
+        { sampling: defaultSampling(), stop: [], ignoreEos: false },
+        { addGenerationPrompt: true, extra: c.openThink },
+      );
+      assert.ok(plan.reasoningOpen, `${c.label}: ${JSON.stringify(plan.text.slice(-40))}`);
+      // The grammar lets the model close its reasoning before the call.
+      assert.match(plan.req.grammar!, /^root ::= reasoning-before-call "<\/think>"/);
+    });
+  }
+
+  Deno.test(`${c.label}: a tool round trip renders through the real template`, async () => {
+    const conv: Conversation = {
+      ...conversation({ type: "auto" }),
+      turns: [
+        ...conversation({ type: "auto" }).turns,
+        {
+          role: "assistant",
+          parts: [
+            { type: "reasoning", text: "checked the map" },
+            {
+              type: "tool_call",
+              id: "call_1",
+              name: "get_weather",
+              arguments: '{"city":"Paris","unit":"celsius"}',
+            },
+          ],
+        },
+        {
+          role: "tool",
+          parts: [{ type: "tool_result", callId: "call_1", content: "sunny, 21 C" }],
+        },
+      ],
+    };
+    const plan = planChat(
+      model,
+      template,
+      conv,
+      { sampling: { ...defaultSampling(), seed: 5 }, stop: [], ignoreEos: false, maxTokens: 40 },
+      { addGenerationPrompt: true, extra: c.closedThink },
+    );
+    let at = 0;
+    for (const piece of c.rendered) {
+      const i = plan.text.indexOf(piece, at);
+      assert.ok(i >= 0, `${c.label}: ${JSON.stringify(piece)} in ${JSON.stringify(plan.text)}`);
+      at = i + piece.length;
+    }
+    assert.equal(plan.text.includes("checked the map"), c.keepsReasoning, c.label);
+    // The offered tools reach the prompt, rendered by the template or by Hearth for it.
+    assert.ok(plan.text.includes("place_order"), c.label);
+    const reply = await collectReply(chatReply(engine.submit(plan.req), plan));
+    assert.equal(reply.error, undefined);
+    assert.ok(reply.end, c.label);
+    assert.ok(!MARKERS.test(reply.text), `${c.label}: ${reply.text}`);
+  });
+
+  Deno.test(`${c.label}: with thinking on, the reasoning of a call turn is handed back`, () => {
+    const conv: Conversation = {
+      ...conversation({ type: "auto" }),
+      turns: [
+        ...conversation({ type: "auto" }).turns,
+        {
+          role: "assistant",
+          parts: [
+            { type: "reasoning", text: "checked the map" },
+            {
+              type: "tool_call",
+              id: "call_1",
+              name: "get_weather",
+              arguments: '{"city":"Paris","unit":"celsius"}',
+            },
+          ],
+        },
+        {
+          role: "tool",
+          parts: [{ type: "tool_result", callId: "call_1", content: "sunny, 21 C" }],
+        },
+      ],
+    };
+    const plan = planChat(
+      model,
+      template,
+      conv,
+      { sampling: defaultSampling(), stop: [], ignoreEos: false },
+      { addGenerationPrompt: true, extra: c.openThink },
+    );
+    assert.ok(plan.text.includes(c.renderedThinking), `${c.label}: ${JSON.stringify(plan.text)}`);
+    // The next reply starts inside a fresh think block.
+    assert.ok(plan.reasoningOpen, c.label);
+  });
+
+  Deno.test(`${c.label}: a call written inside the reasoning is still a call`, async () => {
+    const f = detectToolFormat(template.source);
+    if (!f.reasoning) return;
+    const plan = planChat(
+      model,
+      template,
+      conversation({ type: "auto" }),
+      { sampling: defaultSampling(), stop: [], ignoreEos: false },
+      { addGenerationPrompt: true, extra: c.openThink ?? c.closedThink },
+    );
+    const text = (plan.reasoningOpen ? "" : f.reasoning.start) + "\nI should look. " + c.call +
+      " Then answer." + f.reasoning.end + "Done.";
+    for (const size of [text.length, 5]) {
+      const chunks = [];
+      for (let i = 0; i < text.length; i += size) chunks.push(text.slice(i, i + size));
+      const reply = await collectReply(chatReply(replay(chunks), plan));
+      assert.equal(reply.end?.finishReason, "tool_calls", `${c.label} chunks of ${size}`);
+      assert.deepEqual(
+        reply.calls.map((k) => [k.name, JSON.parse(k.arguments)]),
+        [["get_weather", { city: "Paris", unit: "celsius" }]],
+      );
+      // Layout around a call is dropped, in reasoning as in text.
+      assert.equal(reply.reasoning, "I should look.Then answer.", c.label);
+      assert.equal(reply.text, "Done.");
+    }
+  });
+
+  Deno.test(`${c.label}: forced calls validate in all three dialects`, async () => {
+    const { openai, anthropic } = appFor(template);
+    const user = "What is the weather in Paris, and order two apples?";
+    const openaiTools = TOOLS.map((t) => ({
+      type: "function" as const,
+      function: { name: t.name, description: t.description, parameters: t.parameters },
+    }));
+    const checkContent = (text: string | null | undefined, where: string) =>
+      assert.ok(!MARKERS.test(text ?? ""), `${where}: marker text in content: ${text}`);
+
+    const anthropicTools = TOOLS.map((t) => ({
+      name: t.name,
+      description: t.description,
+      input_schema: t.parameters as Anthropic.Tool.InputSchema,
+    }));
+    const responsesTools = TOOLS.map((t) => ({
+      type: "function" as const,
+      name: t.name,
+      description: t.description,
+      parameters: t.parameters,
+      strict: true,
+    }));
+    await Promise.all([
+      async () => {
+        const chat = await openai.chat.completions.create({
+          model: "hearth-tiny",
+          messages: [{ role: "user", content: user }],
+          tools: openaiTools,
+          tool_choice: "required",
+          parallel_tool_calls: false,
+          temperature: 1,
+          seed: 3,
+          ...thinkOff(c),
+          max_tokens: MAX_TOKENS,
+        });
+        const choice = chat.choices[0];
+        assert.equal(choice.finish_reason, "tool_calls", `${c.label} chat`);
+        checkContent(choice.message.content, `${c.label} chat`);
+        for (const k of choice.message.tool_calls ?? []) {
+          if (k.type !== "function") continue;
+          assertValidCall(k.function.name, k.function.arguments, `${c.label} chat`);
+        }
+        assert.ok(choice.message.tool_calls?.length);
+      },
+      async () => {
+        const stream = await openai.chat.completions.create({
+          model: "hearth-tiny",
+          messages: [{ role: "user", content: user }],
+          tools: openaiTools,
+          tool_choice: { type: "function", function: { name: "get_weather" } },
+          temperature: 1,
+          seed: 4,
+          ...thinkOff(c),
+          max_tokens: MAX_TOKENS,
+          stream: true,
+        });
+        const args = new Map<number, { name: string; args: string }>();
+        let finish: string | null = null;
+        let content = "";
+        for await (const chunk of stream) {
+          const ch = chunk.choices[0];
+          if (!ch) continue;
+          content += ch.delta.content ?? "";
+          for (const d of ch.delta.tool_calls ?? []) {
+            const have = args.get(d.index) ?? { name: d.function?.name ?? "", args: "" };
+            have.args += d.function?.arguments ?? "";
+            args.set(d.index, have);
+          }
+          finish = ch.finish_reason ?? finish;
+        }
+        assert.equal(finish, "tool_calls", `${c.label} chat stream`);
+        assert.equal(content, "", `${c.label} chat stream: no text beside a forced call`);
+        assert.equal(args.size, 1);
+        for (const k of args.values()) {
+          assert.equal(k.name, "get_weather");
+          assertValidCall(k.name, k.args, `${c.label} chat stream`);
+        }
+      },
+      async () => {
+        const msg = await anthropic.messages.create({
+          model: "hearth-tiny",
+          max_tokens: MAX_TOKENS,
+          messages: [{ role: "user", content: user }],
+          tools: anthropicTools,
+          tool_choice: { type: "any", disable_parallel_tool_use: true },
+          ...(c.closedThink ? { thinking: { type: "disabled" as const } } : {}),
+        });
+        assert.equal(msg.stop_reason, "tool_use", `${c.label} anthropic`);
+        for (const b of msg.content) {
+          if (b.type === "text") checkContent(b.text, `${c.label} anthropic`);
+          if (b.type === "tool_use") {
+            assertValidCall(b.name, JSON.stringify(b.input), `${c.label} anthropic`);
+          }
+        }
+      },
+      async () => {
+        const astream = anthropic.messages.stream({
+          model: "hearth-tiny",
+          max_tokens: MAX_TOKENS,
+          messages: [{ role: "user", content: user }],
+          tools: anthropicTools,
+          tool_choice: { type: "tool", name: "place_order" },
+          ...(c.closedThink ? { thinking: { type: "disabled" as const } } : {}),
+        });
+        let partial = "";
+        astream.on("inputJson", (delta) => (partial += delta));
+        const final = await astream.finalMessage();
+        assert.equal(final.stop_reason, "tool_use", `${c.label} anthropic stream`);
+        assertValidCall("place_order", partial, `${c.label} anthropic stream`);
+      },
+      async () => {
+        const resp = await openai.responses.create({
+          model: "hearth-tiny",
+          input: user,
+          tools: responsesTools,
+          tool_choice: "required",
+          parallel_tool_calls: false,
+          temperature: 1,
+          max_output_tokens: MAX_TOKENS,
+          store: false,
+        });
+        const fcs = resp.output.filter((o) => o.type === "function_call");
+        assert.ok(fcs.length >= 1, `${c.label} responses`);
+        for (const o of resp.output) {
+          if (o.type === "function_call") {
+            assertValidCall(o.name, o.arguments, `${c.label} responses`);
+          }
+          if (o.type === "message") {
+            for (const p of o.content) if (p.type === "output_text") checkContent(p.text, c.label);
+          }
+        }
+      },
+      async () => {
+        const rstream = await openai.responses.create({
+          model: "hearth-tiny",
+          input: user,
+          tools: responsesTools,
+          tool_choice: { type: "function", name: "get_weather" },
+          temperature: 1,
+          max_output_tokens: MAX_TOKENS,
+          stream: true,
+          store: false,
+        });
+        let rargs = "";
+        let done: OpenAI.Responses.Response | undefined;
+        for await (const ev of rstream) {
+          if (ev.type === "response.function_call_arguments.delta") rargs += ev.delta;
+          if (ev.type === "response.output_text.delta") checkContent(ev.delta, c.label);
+          if (ev.type === "response.completed") done = ev.response;
+        }
+        const fc = done?.output.find((o) => o.type === "function_call");
+        assert.ok(fc && fc.type === "function_call", `${c.label} responses stream`);
+        assert.equal(fc.arguments, rargs);
+        assertValidCall(fc.name, rargs, `${c.label} responses stream`);
+      },
+    ].map((f) => f()));
+  });
+}
