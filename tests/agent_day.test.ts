@@ -541,3 +541,44 @@ Deno.test({
     }));
   },
 });
+
+Deno.test({
+  name: "markers that are control tokens in the vocabulary still reach the family's parsers",
+  sanitizeResources: false,
+  fn: async () => {
+    // Hermes with <tool_call> and <think> typed as control tokens (printed as nothing by default).
+    const model = await cachedTinyModel("hermes-control", ["chat_formats.ts", "presets.ts"], {
+      chatFormat: "hermes",
+      controlMarkers: true,
+    });
+    await using srv = await startServer(["--model", model, "--max-batch", "2"]);
+    const tool = {
+      type: "function",
+      function: {
+        name: "get_weather",
+        parameters: {
+          type: "object",
+          properties: { city: { type: "string", maxLength: 12 } },
+          required: ["city"],
+        },
+      },
+    };
+    const res = await fetch(`${srv.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: json,
+      body: JSON.stringify({
+        messages: [{ role: "user", content: "weather?" }],
+        tools: [tool],
+        tool_choice: "required",
+        temperature: 1,
+        seed: 3,
+        max_tokens: 200,
+      }),
+    });
+    const body = await res.json();
+    assert.equal(res.status, 200, JSON.stringify(body));
+    const message = body.choices[0].message;
+    assert.equal(message.tool_calls?.[0]?.function.name, "get_weather", JSON.stringify(message));
+    assert.doesNotMatch(message.content ?? "", /tool_call|get_weather/);
+  },
+});

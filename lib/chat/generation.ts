@@ -249,6 +249,13 @@ export function planChat(
   }
   const room = Math.max(1, m.nCtxSeq - prompt.length);
   const maxTokens = Math.min(opts.maxTokens ?? room, room);
+  // The family's markup must reach its parsers even where the model's vocabulary makes a marker a
+  // control token (printed as nothing by default), as llama.cpp's preserved tokens do.
+  const printTokens = triggerTokenIds(m.llama, m.vocab, [
+    ...format.triggers.tokens,
+    ...(format.reasoning ? [format.reasoning.start, format.reasoning.end] : []),
+    ...(active && grammar !== undefined ? markerLiterals(grammar) : []),
+  ]);
   return {
     prompt,
     text: rendered.text,
@@ -267,6 +274,7 @@ export function planChat(
       stop: opts.stop,
       ignoreEos: opts.ignoreEos,
       ...(opts.logprobs !== undefined ? { logprobs: opts.logprobs } : {}),
+      ...(printTokens.length ? { printTokens } : {}),
       ...(opts.reasoningBudget !== undefined && budgetMarks
         ? {
           reasoningBudget: {
@@ -416,6 +424,19 @@ export async function* chatReply(
     signal?.removeEventListener("abort", onAbort);
     await it.return?.();
   }
+}
+
+/** Literals of a call grammar that look like markup (`<...>`, `[...]`): the family's markers. */
+export function markerLiterals(gbnf: string): string[] {
+  const out = new Set<string>();
+  for (const m of gbnf.matchAll(/"((?:[^"\\]|\\.)*)"/g)) {
+    const text = m[1].replace(
+      /\\(.)/g,
+      (_, c: string) => c === "n" ? "\n" : c === "t" ? "\t" : c === "r" ? "\r" : c,
+    );
+    if (text.length <= 48 && /^(<[^<>]+>|\[[^\[\]]+\])$/.test(text)) out.add(text);
+  }
+  return [...out];
 }
 
 /**

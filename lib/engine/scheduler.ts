@@ -101,6 +101,11 @@ export type GenRequest = {
    */
   reasoningBudget?: ReasoningBudget;
   /**
+   * Tokens printed with their text even when the vocabulary makes them control tokens (printed
+   * as nothing otherwise): a tool-call family's markers, which its parser must see.
+   */
+  printTokens?: number[];
+  /**
    * Logprobs of each prompt token given its prefix, with this many alternatives (0..20), in
    * `done.promptLogprobs`. Recomputes the whole prompt (no prefix reuse: reused cells have no
    * logits).
@@ -317,6 +322,7 @@ type Seq = {
   /** Prompt rows of this step with logits to score: batch row of prompt token `from` onwards. */
   promptRows?: { row: number; from: number; count: number };
   budget?: BudgetState;
+  print?: Set<number>;
 };
 
 /**
@@ -414,6 +420,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Lo
       cached: 0,
       remote: 0,
       text: newTextStream(req.stop),
+      ...(req.printTokens?.length ? { print: new Set(req.printTokens) } : {}),
       ...(req.reasoningBudget
         ? {
           budget: {
@@ -867,7 +874,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Lo
       seq.tokens.push(token);
       seq.out.push({ type: "logprobs", entries: [tokenLogprob(row, token, seq.req.logprobs!)] });
     }
-    const piece = tokenToPiece(m.llama, m.vocab, token, false);
+    const piece = tokenToPiece(m.llama, m.vocab, token, seq.print?.has(token) ?? false);
     if (seq.budget) countReasoning(seq, new TextDecoder().decode(piece));
     const { emit, stopped, stop } = pushPiece(seq.text, piece);
     if (emit) seq.out.push({ type: "text", text: emit });

@@ -595,7 +595,15 @@ function reservedFor(format: ChatFormatName, i: number): string {
  * Rewrites the `tokenizer.*` KVs in place for `format`: marker tokens (new arrays, so a cached
  * vocab is not touched), the chat template, and for ChatML families EOS/EOT `<|im_end|>`.
  */
-export function applyChatFormat(tokenizer: Map<string, GgufKv>, format: ChatFormatName): void {
+/**
+ * `controlMarkers`: type every marker as a control token, as some real vocabularies do (GLM,
+ * Kimi): the engine must then print the family's markers itself for its parsers to see them.
+ */
+export function applyChatFormat(
+  tokenizer: Map<string, GgufKv>,
+  format: ChatFormatName,
+  opts: { controlMarkers?: boolean } = {},
+): void {
   const spec = CHAT_FORMAT_SPECS[format];
   const tokensKv = tokenizer.get("tokenizer.ggml.tokens");
   const typesKv = tokenizer.get("tokenizer.ggml.token_type");
@@ -612,7 +620,7 @@ export function applyChatFormat(tokenizer: Map<string, GgufKv>, format: ChatForm
     if (at < 0) throw new Error(`vocab has no ${reservedFor(format, i)} for ${m.text}`);
     if (tokens.includes(m.text)) throw new Error(`vocab already has ${m.text}`);
     tokens[at] = m.text;
-    types[at] = m.type;
+    types[at] = opts.controlMarkers ? CONTROL : m.type;
   });
   tokenizer.set("tokenizer.ggml.tokens", { ...tokensKv, value: tokens });
   tokenizer.set("tokenizer.ggml.token_type", { ...typesKv, value: types });

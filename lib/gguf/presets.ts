@@ -155,6 +155,8 @@ export type MakeModelOptions = {
    * `min_p`, ...): what a request that names no sampling field gets.
    */
   sampling?: Record<string, number>;
+  /** Type the chat format's markers as control tokens (see `applyChatFormat`). */
+  controlMarkers?: boolean;
   /**
    * Override the preset's training context (`llama.context_length`): a model whose full context
    * x 32 sequences cannot fit in memory tests `--max-seq-len auto` (`lib/engine/fit.ts`).
@@ -260,13 +262,16 @@ export async function modelMetadata(
     embedding?: boolean;
     name?: string;
     chatFormat?: ChatFormatName;
+    controlMarkers?: boolean;
     sampling?: Record<string, number>;
   } = {},
 ): Promise<Map<string, GgufKv>> {
   const dtype = opts.dtype ?? preset.dtype;
   const vocab = await loadLlamaBpeVocab();
   const tokenizer = new Map(vocab);
-  if (opts.chatFormat) applyChatFormat(tokenizer, opts.chatFormat);
+  if (opts.chatFormat) {
+    applyChatFormat(tokenizer, opts.chatFormat, { controlMarkers: opts.controlMarkers });
+  }
   const tokens = tokenizer.get("tokenizer.ggml.tokens");
   if (tokens?.type !== GgufType.ARRAY || tokens.itemType !== GgufType.STRING) {
     throw new Error("bundled vocab has no tokenizer.ggml.tokens string array");
