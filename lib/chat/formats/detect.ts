@@ -36,9 +36,16 @@ export function detectToolFamily(templateSource: string): ToolFamily {
     return "minimax-m2";
   }
   // GLM-4.5/4.6/4.7 also say `<tool_call>`, so before Hermes: the name, then key/value tags.
-  if (has("<tool_call>") && has("<arg_key>") && has("<arg_value>") && has("<|assistant|>")) {
+  // Ling 3.0 (Bailing V3, `<role>ASSISTANT</role>` turns) writes the same calls and `<think>`.
+  if (
+    has("<tool_call>") && has("<arg_key>") && has("<arg_value>") &&
+    (has("<|assistant|>") || has("<role>ASSISTANT</role>"))
+  ) {
     return "glm";
   }
+  // MiniMax-M3 namespaces every tag with `]<]minimax[>[` (`NS<tool_call>`, `NS<invoke name=..>`,
+  // nested `NS<key>` values): no family here writes that, so not Hermes either.
+  if (has("]<]minimax[>[") && has("<invoke name=")) return "generic";
   // Devstral / Magistral: [TOOL_CALLS]NAME[ARGS]{..}; older Mistral: [TOOL_CALLS] [{..}].
   if (has("[TOOL_CALLS]") && has("[ARGS]")) return "devstral";
   // Qwen3-Coder, Qwen3.5 and Nemotron 3 write the same XML calls.
