@@ -393,7 +393,12 @@ export async function makeModel(opts: MakeModelOptions): Promise<MakeModelResult
   }
   if (opts.mtpLayers) return makeMtpModel(opts);
   const seed = opts.seed ?? DEFAULT_SEED;
-  const metadata = await modelMetadata(preset, { ...opts, dtype });
+  // A reply length is planned for plain sampling at temperature 1 over the whole vocabulary; the
+  // model recommends exactly that (`general.sampling.*`), or the common defaults' top-k and min-p
+  // would make its end-of-turn token win at once.
+  const sampling = opts.sampling ??
+    (opts.replyLength !== undefined ? { temp: 1, top_k: 0, top_p: 1, min_p: 0 } : undefined);
+  const metadata = await modelMetadata(preset, { ...opts, dtype, sampling });
   const nVocab = metadata.get("llama.vocab_size")?.value as number;
   const plan = planTensors(preset, nVocab, dtype);
   if (opts.replyLength !== undefined) {
