@@ -116,6 +116,7 @@ Deno.test("launch plan: Codex gets a responses provider by -c, env_key only with
     "feedback.enabled=false",
     'web_search="disabled"',
     "model_context_window=32768",
+    "model_auto_compact_token_limit=26214",
     `model_providers.hearth.stream_idle_timeout_ms=${STREAM_TIMEOUT_MS}`,
   ]);
   assert.deepEqual(p.env, { [CODEX_KEY_ENV]: SECRET });

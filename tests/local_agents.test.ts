@@ -157,6 +157,7 @@ Deno.test("local agents launch: Codex gets -c overrides for a responses provider
     "feedback.enabled=false",
     'web_search="disabled"',
     "model_context_window=32768",
+    "model_auto_compact_token_limit=26214",
   ]);
   assert.equal(l.env[CODEX_KEY_ENV], SECRET);
   assert.equal(l.env.CODEX_HOME, "/x");

@@ -126,7 +126,12 @@ export function codexLocalOverrides(
     ["web_search", toml("disabled")],
   ];
   if (local.contextWindow !== undefined) {
-    pairs.push(["model_context_window", String(Math.floor(local.contextWindow))]);
+    const window = Math.floor(local.contextWindow);
+    pairs.push(["model_context_window", String(window)]);
+    // Codex compacts only ahead of the window, from the usage it is told (an overflow inside a
+    // turn ends the turn: tests/compaction.test.ts); 80% leaves its reply and the next tool
+    // results room, where its default 90% overflows small local contexts.
+    pairs.push(["model_auto_compact_token_limit", String(Math.floor(window * 0.8))]);
   }
   return pairs.flatMap(([k, v]) => ["-c", `${k}=${v}`]);
 }
