@@ -1,19 +1,21 @@
-// Ling 3.0 (Bailing V3) speaks GLM's calls (`<tool_call>NAME<arg_key>K</arg_key><arg_value>V
-// </arg_value></tool_call>`, `<think>` reasoning) in `<role>..</role>` turns, and is detected
-// as GLM from its REAL template in llama.cpp's bundle; MiniMax-M3's namespaced calls
-// (`]<]minimax[>[<invoke name=..>`) and Kimi-K3's XTML (`<|open|>call tool=..<|sep|>`) are
-// neither Hermes nor their M2/K2 forebears. Checked here: detection of the real templates (the
-// neighbours keep their families); llama.cpp's expected parses for Ling (tests/test-chat.cpp)
-// however the text is chunked; forced calls through the real Ling template on the GLM tiny model
-// at temperature 1 (seeded), validated by ajv, the raw text in GLM's syntax and no marker in
-// content; a tool round trip rendered through the real template, reasoning handed back.
+// Kimi-K3 (its own XTML: `<|open|>call tool=".." index=".."<|sep|>` with typed
+// `<|open|>argument key=".." type=".."<|sep|>V<|close|>argument<|sep|>`, reasoning in `think`,
+// content in `response`) and Ling 3.0 / Bailing V3 (GLM's calls and `<think>` in
+// `<role>..</role>` turns), detected from their REAL templates in llama.cpp's bundle;
+// MiniMax-M3's namespaced calls (`]<]minimax[>[<invoke name=..>`) are neither Hermes nor M2.
+// Checked here: detection (the neighbours keep their families); llama.cpp's expected parses
+// (tests/test-chat.cpp) however the text is chunked; forced calls through the real templates on
+// the K2 and GLM tiny models at temperature 1 (seeded), validated by ajv, the raw text in the
+// family's syntax and no marker in content; tool round trips rendered through the real
+// templates, reasoning handed back.
 import assert from "node:assert/strict";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import type { Conversation, ToolSpec } from "../lib/chat/conversation.ts";
-import { detectToolFamily, TOOL_FORMATS } from "../lib/chat/formats/mod.ts";
+import { detectToolFamily, TOOL_FORMATS, type ToolFamily } from "../lib/chat/formats/mod.ts";
 import { chatReply, collectReply, planChat } from "../lib/chat/generation.ts";
 import { chatCompletionsConversation } from "../lib/chat/openai_chat.ts";
 import { compileTemplate } from "../lib/chat/template.ts";
+import type { ChatFormatName } from "../lib/gguf/chat_formats.ts";
 import { loadEngineModel } from "../lib/engine/model.ts";
 import { defaultSampling } from "../lib/engine/sampling.ts";
 import type { GenEvent } from "../lib/engine/scheduler.ts";
@@ -24,11 +26,13 @@ import { cachedTinyModel } from "./support/models.ts";
 const TEMPLATES = `${await llamaSourceDir()}/models/templates`;
 const source = (file: string) => Deno.readTextFileSync(`${TEMPLATES}/${file}`);
 const LING = "inclusionai-ling-3.0-flash.jinja";
+const K3 = "Kimi-K3.jinja";
 
 // ---------------------------------------------------------------- detection
 
-Deno.test("Ling 3.0 is GLM; MiniMax-M3 and Kimi-K3 are not Hermes, M2 or K2", () => {
+Deno.test("Kimi-K3 and Ling 3.0 are detected; MiniMax-M3 is not Hermes or M2", () => {
   const want: [string, string][] = [
+    [K3, "kimi-k3"],
     [LING, "glm"],
     ["GLM-4.6.jinja", "glm"],
     ["GLM-4.7-Flash.jinja", "glm"],
@@ -37,39 +41,45 @@ Deno.test("Ling 3.0 is GLM; MiniMax-M3 and Kimi-K3 are not Hermes, M2 or K2", ()
     ["MiniMax-M2.jinja", "minimax-m2"],
     ["NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja", "hermes"],
     ["NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", "hermes"],
-    // Their own syntaxes have no module yet: the generic fallback, not a wrong family's markers.
+    // Its own syntax has no module yet: the generic fallback, not a wrong family's markers.
     ["MiniMax-M3.jinja", "generic"],
-    ["Kimi-K3.jinja", "generic"],
   ];
   for (const [file, family] of want) assert.equal(detectToolFamily(source(file)), family, file);
   // One marker alone is no family: key/value tags without a GLM or Ling turn stay Hermes.
   assert.equal(detectToolFamily("<tool_call>{{ name }}<arg_key>"), "hermes");
   assert.equal(detectToolFamily("{{ '<role>ASSISTANT</role>' }}"), "generic");
   assert.equal(detectToolFamily("{{ ']<]minimax[>[' }}<tool_call>"), "hermes");
+  assert.equal(detectToolFamily("{{ '<|open|>' + t + '<|sep|>' }}"), "generic");
 });
 
-// ---------------------------------------------------------------- the GLM tiny model
+// ---------------------------------------------------------------- the tiny models
 
-let engine: WorkerEngine | undefined;
-async function glmEngine(): Promise<WorkerEngine> {
-  if (!engine) {
-    // The same model as the GLM cases of formats_families_a (one cache entry).
-    const path = await cachedTinyModel(
-      "agents-glm",
+const engines = new Map<ChatFormatName, Promise<WorkerEngine>>();
+/** The family's tiny model (one cache entry with formats_families_a's). */
+function engineFor(family: ChatFormatName): Promise<WorkerEngine> {
+  let e = engines.get(family);
+  if (!e) {
+    e = cachedTinyModel(
+      `agents-${family}`,
       ["chat_formats.ts", "agent_templates.ts", "presets.ts"],
-      { chatFormat: "glm" },
-    );
-    engine = await startWorkerEngine(
-      await loadEngineModel({ path, maxBatch: 4, maxSeqLen: 4096, threads: 1 }),
-    );
+      { chatFormat: family },
+    ).then(async (path) => {
+      const m = await loadEngineModel({ path, maxBatch: 4, maxSeqLen: 4096, threads: 1 });
+      const started1 = await startWorkerEngine(m);
+      started.push(started1);
+      return started1;
+    });
+    engines.set(family, e);
   }
-  return engine;
+  return e;
 }
-globalThis.addEventListener("unload", () => engine?.close());
+const started: WorkerEngine[] = [];
+globalThis.addEventListener("unload", () => started.forEach((e) => e.close()));
 
 // ---------------------------------------------------------------- llama.cpp's expected parses
 
 const str = { type: "string" };
+const num = { type: "number" };
 const PARSE_TOOLS: ToolSpec[] = [
   { name: "get_time", parameters: { type: "object", properties: { city: str } } },
   {
@@ -80,12 +90,25 @@ const PARSE_TOOLS: ToolSpec[] = [
       required: ["req1", "req2"],
     },
   },
+  { name: "special_function", parameters: { type: "object", properties: { arg1: num } } },
+  {
+    name: "special_function_with_opt",
+    parameters: { type: "object", properties: { arg1: num, arg2: num } },
+  },
+  { name: "python", parameters: { type: "object", properties: { code: str } } },
+  { name: "edit", parameters: { type: "object" } },
 ];
 
 type Parsed = { reasoning: string; content: string; calls: [string, unknown][] };
+type Reader = { family: ToolFamily; model: ChatFormatName; reasoningOpen: boolean };
+/** After Ling's generation prompt, which opens `<think>`. */
+const LING_READ: Reader = { family: "glm", model: "glm", reasoningOpen: true };
+/** After Kimi-K3's, which opens `think` (thinking on) or `response` (thinking off). */
+const K3_THINK: Reader = { family: "kimi-k3", model: "kimi-k2", reasoningOpen: true };
+const K3_NO_THINK: Reader = { ...K3_THINK, reasoningOpen: false };
 
-/** `text` parsed as `chatReply` does after Ling's generation prompt (which opens `<think>`). */
-async function parse(chunks: string[]): Promise<Parsed> {
+/** `text` parsed as `chatReply` does. */
+async function parse(r: Reader, chunks: string[]): Promise<Parsed> {
   async function* events(): AsyncGenerator<GenEvent> {
     for (const t of chunks) yield { type: "text", text: t };
     yield {
@@ -97,10 +120,10 @@ async function parse(chunks: string[]): Promise<Parsed> {
     };
   }
   const plan = {
-    format: TOOL_FORMATS.glm,
+    format: TOOL_FORMATS[r.family],
     tools: PARSE_TOOLS,
-    reasoningOpen: true,
-    model: (await glmEngine()).model,
+    reasoningOpen: r.reasoningOpen,
+    model: (await engineFor(r.model)).model,
   } as Parameters<typeof chatReply>[1];
   const out: Parsed = { reasoning: "", content: "", calls: [] };
   const names = new Map<number, string>();
@@ -127,33 +150,111 @@ function chunkings(text: string): string[][] {
   return out;
 }
 
-async function expectParse(text: string, want: Partial<Parsed>): Promise<void> {
+async function expectParse(r: Reader, text: string, want: Partial<Parsed>): Promise<void> {
   for (const chunks of chunkings(text)) {
     assert.deepEqual(
-      await parse(chunks),
+      await parse(r, chunks),
       { reasoning: "", content: "", calls: [], ...want },
-      `chunks ${JSON.stringify(chunks)}`,
+      `${r.family} in chunks ${JSON.stringify(chunks)}`,
     );
   }
 }
+
+Deno.test("llama.cpp's expected parses: Kimi-K3", async () => {
+  const hello = "Hello, world!\nWhat's up?";
+  const end = "<|close|>message<|sep|>";
+  const response = (text: string) => `<|open|>response<|sep|>${text}<|close|>response<|sep|>`;
+  const arg = (key: string, type: string, v: string) =>
+    `<|open|>argument key="${key}" type="${type}"<|sep|>${v}<|close|>argument<|sep|>`;
+  const call = (name: string, i: number, ...args: string[]) =>
+    `<|open|>call tool="${name}" index="${i}"<|sep|>${args.join("")}<|close|>call<|sep|>`;
+  const tools = (...calls: string[]) =>
+    `<|open|>tools<|sep|>${calls.join("")}<|close|>tools<|sep|>`;
+  const sf = call("special_function", 1, arg("arg1", "number", "1"));
+  const sfo = (i: number) =>
+    call("special_function_with_opt", i, arg("arg1", "number", "1"), arg("arg2", "number", "2"));
+  // Content only (the prompt opened `response`, thinking off): the section tags are markup.
+  await expectParse(K3_NO_THINK, response(hello) + end, { content: hello });
+  await expectParse(
+    K3_NO_THINK,
+    response("Use the response tag, then message the handler.") + end + "<|end_of_msg|>",
+    { content: "Use the response tag, then message the handler." },
+  );
+  await expectParse(
+    K3_THINK,
+    `I'm thinking about this<|close|>think<|sep|>${response(hello)}${end}`,
+    {
+      reasoning: "I'm thinking about this",
+      content: hello,
+    },
+  );
+  // Cut by the budget mid-reasoning: the reasoning stays.
+  await expectParse(K3_THINK, "I was still thinking when the budget ran out", {
+    reasoning: "I was still thinking when the budget ran out",
+  });
+  const one: [string, unknown][] = [["special_function", { arg1: 1 }]];
+  await expectParse(K3_NO_THINK, response("") + tools(sf) + end, { calls: one });
+  await expectParse(
+    K3_THINK,
+    `I should call it<|close|>think<|sep|>${response("On it.")}${tools(sf)}${end}`,
+    { reasoning: "I should call it", content: "On it.", calls: one },
+  );
+  // Typed arguments come back as JSON numbers; parallel calls share one section.
+  await expectParse(K3_NO_THINK, response("") + tools(sfo(1)) + end, {
+    calls: [["special_function_with_opt", { arg1: 1, arg2: 2 }]],
+  });
+  await expectParse(K3_NO_THINK, response("") + tools(sf, sfo(2)) + end, {
+    calls: [...one, ["special_function_with_opt", { arg1: 1, arg2: 2 }]],
+  });
+  // A string argument keeps its literal text, even one that reads as a number.
+  await expectParse(
+    K3_NO_THINK,
+    response("") + tools(call("python", 1, arg("code", "string", "print('hey')"))) + end,
+    {
+      calls: [["python", { code: "print('hey')" }]],
+    },
+  );
+  await expectParse(
+    K3_NO_THINK,
+    response("") + tools(call("python", 1, arg("code", "string", "12"))),
+    {
+      calls: [["python", { code: "12" }]],
+    },
+  );
+  // Escaped attribute values; a JSON-typed value under an unlisted key; a call cut by the token
+  // limit is what it has written (a cut string too).
+  await expectParse(
+    K3_NO_THINK,
+    response("") + tools(call("edit", 1, arg("a&amp;&quot;b", "object", '{"x": [1]}'))),
+    { calls: [["edit", { 'a&"b': { x: [1] } }]] },
+  );
+  await expectParse(
+    K3_NO_THINK,
+    response("") + "<|open|>tools<|sep|>" + sf +
+      '<|open|>call tool="edit" index="2"<|sep|><|open|>argument key="n" type="number"<|sep|>3' +
+      '<|close|>argument<|sep|><|open|>argument key="s" type="string"<|sep|>a b',
+    { calls: [...one, ["edit", { n: 3, s: "a b" }]] },
+  );
+});
 
 Deno.test("llama.cpp's expected parses: Ling 3.0", async () => {
   const getTime = "<tool_call>get_time\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n" +
     "</tool_call>";
   const paris: [string, unknown] = ["get_time", { city: "Paris" }];
   // A call before the think block closes is still a call; the text before it is reasoning.
-  await expectParse(`I need to check the time first.\n${getTime}`, {
+  await expectParse(LING_READ, `I need to check the time first.\n${getTime}`, {
     reasoning: "I need to check the time first.",
     calls: [paris],
   });
-  await expectParse(`Let me check the time.\n</think>\nChecking it now.\n${getTime}`, {
+  await expectParse(LING_READ, `Let me check the time.\n</think>\nChecking it now.\n${getTime}`, {
     reasoning: "Let me check the time.",
     content: "Checking it now.",
     calls: [paris],
   });
-  await expectParse(`</think>\n${getTime}\n${getTime}`, { calls: [paris, paris] });
+  await expectParse(LING_READ, `</think>\n${getTime}\n${getTime}`, { calls: [paris, paris] });
   // Marker-like text inside a raw string value is the value.
   await expectParse(
+    LING_READ,
     "check this\n</think>\n<tool_call>tool_2req_4opt\n<arg_key>req1</arg_key>\n" +
       "<arg_value>contains </think> and <tool_call> strings</arg_value>\n" +
       "<arg_key>req2</arg_key>\n<arg_value>1</arg_value>\n</tool_call>",
@@ -164,10 +265,12 @@ Deno.test("llama.cpp's expected parses: Ling 3.0", async () => {
   );
   // No newline after the name (as the template renders history); arguments in any order.
   await expectParse(
+    LING_READ,
     "</think>\n<tool_call>get_time<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>",
     { calls: [paris] },
   );
   await expectParse(
+    LING_READ,
     "</think>\n<tool_call>tool_2req_4opt\n<arg_key>req2</arg_key>\n<arg_value>7</arg_value>\n" +
       "<arg_key>req1</arg_key>\n<arg_value>hello</arg_value>\n</tool_call>",
     { calls: [["tool_2req_4opt", { req2: 7, req1: "hello" }]] },
@@ -216,91 +319,149 @@ const TOOLS: ToolSpec[] = Object.entries(SCHEMAS).map(([name, parameters]) => ({
 }));
 const ajv = new Ajv2020({ strict: false });
 const validators = Object.fromEntries(Object.entries(SCHEMAS).map(([k, s]) => [k, ajv.compile(s)]));
-const CALL_SYNTAX =
-  /^<tool_call>(?:get_weather|place_order)\s*(?:<arg_key>\w+<\/arg_key>\s*<arg_value>.*?<\/arg_value>\s*)*<\/tool_call>$/s;
-const MARKERS = /<\/?(?:tool_call|arg_key|arg_value|think|role)>|<\|role_end\|>/;
+type Case = {
+  label: string;
+  file: string;
+  family: ToolFamily;
+  model: ChatFormatName;
+  /** The end of the generation prompt (which opens reasoning). */
+  prompt: string;
+  /** The raw text of a forced reply after its reasoning, in the family's own syntax. */
+  syntax: RegExp;
+  /** Marker text that must never reach content or reasoning. */
+  markers: RegExp;
+  /** How the template ends the round trip: the call with its reasoning, the result, the prompt. */
+  roundTrip: string;
+};
 
-Deno.test("Ling 3.0: forced calls through the real template, raw text in GLM's syntax", async () => {
-  const e = await glmEngine();
-  const template = compileTemplate(source(LING));
-  await Promise.all([1, 2].map(async (seed) => {
-    const conv: Conversation = {
-      turns: [
-        { role: "system", parts: [{ type: "text", text: "You are terse." }] },
-        { role: "user", parts: [{ type: "text", text: "Weather in Paris? Order two apples." }] },
+const NAMES = "(?:get_weather|place_order)";
+const K3_TYPES = "(?:string|number|boolean|object|array|null)";
+const CASES: Case[] = [
+  {
+    label: "Kimi-K3",
+    file: K3,
+    family: "kimi-k3",
+    model: "kimi-k2",
+    prompt: '<|open|>message role="assistant"<|sep|><|open|>think<|sep|>',
+    syntax: new RegExp(
+      "^(?:<\\|open\\|>response<\\|sep\\|><\\|close\\|>response<\\|sep\\|>)?<\\|open\\|>tools<\\|sep\\|>" +
+        `<\\|open\\|>call tool="${NAMES}" index="1"<\\|sep\\|>` +
+        `(?:<\\|open\\|>argument key="\\w+" type="${K3_TYPES}"<\\|sep\\|>.*?<\\|close\\|>argument<\\|sep\\|>)*` +
+        "<\\|close\\|>call<\\|sep\\|><\\|close\\|>tools<\\|sep\\|>$",
+      "s",
+    ),
+    markers: /<\|(?:open|close|sep|end_of_msg)\|>/,
+    roundTrip: '<|open|>message role="assistant"<|sep|><|open|>think<|sep|>Paris first.' +
+      "<|close|>think<|sep|><|open|>response<|sep|><|close|>response<|sep|><|open|>tools<|sep|>" +
+      '<|open|>call tool="get_weather" index="1"<|sep|>' +
+      '<|open|>argument key="city" type="string"<|sep|>Paris<|close|>argument<|sep|>' +
+      '<|open|>argument key="unit" type="string"<|sep|>celsius<|close|>argument<|sep|>' +
+      "<|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|><|end_of_msg|>" +
+      '<|open|>message role="tool" tool="get_weather" index="1"<|sep|>18C<|close|>message<|sep|>' +
+      '<|end_of_msg|><|open|>message role="assistant"<|sep|><|open|>think<|sep|>',
+  },
+  {
+    label: "Ling 3.0",
+    file: LING,
+    family: "glm",
+    model: "glm",
+    prompt: "<role>ASSISTANT</role>\n<think>",
+    syntax: new RegExp(
+      `^<tool_call>${NAMES}\\s*(?:<arg_key>\\w+</arg_key>\\s*<arg_value>.*?</arg_value>\\s*)*` +
+        "</tool_call>$",
+      "s",
+    ),
+    markers: /<\/?(?:tool_call|arg_key|arg_value|think|role)>|<\|role_end\|>/,
+    roundTrip: "<role>HUMAN</role>Weather in Paris?<|role_end|><role>ASSISTANT</role>\n" +
+      "<think>Paris first.</think><tool_call>get_weather\n<arg_key>city</arg_key>\n" +
+      "<arg_value>Paris</arg_value><arg_key>unit</arg_key>\n<arg_value>celsius</arg_value>\n" +
+      "</tool_call><|role_end|><role>OBSERVATION</role>\n<tool_response>\n18C\n</tool_response>" +
+      "<|role_end|><role>ASSISTANT</role>\n<think>",
+  },
+];
+
+for (const c of CASES) {
+  Deno.test(`${c.label}: forced calls through the real template, raw text in its syntax`, async () => {
+    const e = await engineFor(c.model);
+    const template = compileTemplate(source(c.file));
+    await Promise.all([1, 2].map(async (seed) => {
+      const conv: Conversation = {
+        turns: [
+          { role: "system", parts: [{ type: "text", text: "You are terse." }] },
+          { role: "user", parts: [{ type: "text", text: "Weather in Paris? Order two apples." }] },
+        ],
+        tools: TOOLS,
+        toolChoice: seed === 1 ? { type: "required" } : { type: "tool", name: "place_order" },
+        parallelToolCalls: false,
+      };
+      const plan = planChat(
+        e.model,
+        template,
+        conv,
+        {
+          sampling: { ...defaultSampling(), temperature: 1, seed },
+          stop: [],
+          ignoreEos: false,
+          maxTokens: 600,
+        },
+        { addGenerationPrompt: true },
+      );
+      assert.equal(plan.format.family, c.family);
+      assert.ok(plan.text.endsWith(c.prompt), plan.text);
+      assert.ok(plan.reasoningOpen, "the generation prompt opens reasoning");
+      const events: GenEvent[] = [];
+      for await (const ev of e.submit(plan.req)) events.push(ev);
+      const raw = events.map((ev) => (ev.type === "text" ? ev.text : "")).join("");
+      const end = plan.format.reasoning!.end;
+      assert.ok(raw.includes(end), raw);
+      const call = raw.slice(raw.indexOf(end) + end.length).trim();
+      assert.match(call, c.syntax, `${c.label} seed ${seed}: ${JSON.stringify(raw)}`);
+      async function* again() {
+        yield* events;
+      }
+      const reply = await collectReply(chatReply(again(), plan));
+      assert.equal(reply.end?.finishReason, "tool_calls", JSON.stringify(raw));
+      assert.equal(reply.text, "", "no text beside a forced call");
+      assert.ok(!c.markers.test(reply.reasoning ?? ""), `markers in reasoning: ${reply.reasoning}`);
+      assert.equal(reply.calls.length, 1, JSON.stringify(raw));
+      const [k] = reply.calls;
+      const v = validators[k.name];
+      assert.ok(v(JSON.parse(k.arguments)), `${k.arguments}: ${ajv.errorsText(v.errors)}`);
+      if (seed === 2) assert.equal(k.name, "place_order");
+    }));
+  });
+
+  Deno.test(`${c.label}: a tool round trip renders through the real template, reasoning kept`, async () => {
+    const e = await engineFor(c.model);
+    const { conv } = chatCompletionsConversation({
+      messages: [
+        { role: "system", content: "You are terse." },
+        { role: "user", content: "Weather in Paris?" },
+        {
+          role: "assistant",
+          content: null,
+          reasoning_content: "Paris first.",
+          tool_calls: [{
+            id: "call_1",
+            type: "function",
+            function: { name: "get_weather", arguments: '{"city":"Paris","unit":"celsius"}' },
+          }],
+        },
+        { role: "tool", tool_call_id: "call_1", content: "18C" },
       ],
-      tools: TOOLS,
-      toolChoice: seed === 1 ? { type: "required" } : { type: "tool", name: "place_order" },
-      parallelToolCalls: false,
-    };
+      tools: TOOLS.map((t) => ({ type: "function", function: t })),
+    } as never);
     const plan = planChat(
       e.model,
-      template,
+      compileTemplate(source(c.file)),
       conv,
-      {
-        sampling: { ...defaultSampling(), temperature: 1, seed },
-        stop: [],
-        ignoreEos: false,
-        maxTokens: 600,
-      },
+      { sampling: defaultSampling(), stop: [], ignoreEos: false, maxTokens: 4 },
       { addGenerationPrompt: true },
     );
-    assert.equal(plan.format.family, "glm");
-    assert.ok(plan.text.endsWith("<role>ASSISTANT</role>\n<think>"), plan.text);
-    assert.ok(plan.reasoningOpen, "Ling's generation prompt opens <think>");
-    const events: GenEvent[] = [];
-    for await (const ev of e.submit(plan.req)) events.push(ev);
-    const raw = events.map((ev) => (ev.type === "text" ? ev.text : "")).join("");
-    assert.ok(raw.includes("</think>"), raw);
-    const call = raw.slice(raw.indexOf("</think>") + "</think>".length).trim();
-    assert.match(call, CALL_SYNTAX, `seed ${seed}: ${JSON.stringify(raw)}`);
-    async function* again() {
-      yield* events;
-    }
-    const reply = await collectReply(chatReply(again(), plan));
-    assert.equal(reply.end?.finishReason, "tool_calls", JSON.stringify(raw));
-    assert.equal(reply.text, "", "no text beside a forced call");
-    assert.ok(!MARKERS.test(reply.reasoning ?? ""), `markers in reasoning: ${reply.reasoning}`);
-    assert.equal(reply.calls.length, 1, JSON.stringify(raw));
-    const [k] = reply.calls;
-    const v = validators[k.name];
-    assert.ok(v(JSON.parse(k.arguments)), `${k.arguments}: ${ajv.errorsText(v.errors)}`);
-    if (seed === 2) assert.equal(k.name, "place_order");
-  }));
-});
-
-Deno.test("Ling 3.0: a tool round trip renders through the real template, reasoning kept", async () => {
-  const e = await glmEngine();
-  const { conv } = chatCompletionsConversation({
-    messages: [
-      { role: "system", content: "You are terse." },
-      { role: "user", content: "Weather in Paris?" },
-      {
-        role: "assistant",
-        content: null,
-        reasoning_content: "Paris first.",
-        tool_calls: [{
-          id: "call_1",
-          type: "function",
-          function: { name: "get_weather", arguments: '{"city":"Paris","unit":"celsius"}' },
-        }],
-      },
-      { role: "tool", tool_call_id: "call_1", content: "18C" },
-    ],
-    tools: TOOLS.map((t) => ({ type: "function", function: t })),
-  } as never);
-  const plan = planChat(
-    e.model,
-    compileTemplate(source(LING)),
-    conv,
-    { sampling: defaultSampling(), stop: [], ignoreEos: false, maxTokens: 4 },
-    { addGenerationPrompt: true },
-  );
-  const want = "<role>HUMAN</role>Weather in Paris?<|role_end|><role>ASSISTANT</role>\n" +
-    "<think>Paris first.</think><tool_call>get_weather\n<arg_key>city</arg_key>\n" +
-    "<arg_value>Paris</arg_value><arg_key>unit</arg_key>\n<arg_value>celsius</arg_value>\n" +
-    "</tool_call><|role_end|><role>OBSERVATION</role>\n<tool_response>\n18C\n</tool_response>" +
-    "<|role_end|><role>ASSISTANT</role>\n<think>";
-  assert.ok(plan.text.endsWith(want), plan.text);
-  assert.ok(plan.text.includes('"name": "get_weather"'), "the template lists the tools");
-});
+    assert.ok(plan.text.endsWith(c.roundTrip), plan.text);
+    assert.ok(
+      plan.text.includes("get_weather") && plan.text.includes("place_order"),
+      "tools listed",
+    );
+  });
+}

@@ -32,6 +32,10 @@ export function detectToolFamily(templateSource: string): ToolFamily {
     return "harmony";
   }
   if (has("<|tool_calls_section_begin|>") && has("<|tool_call_argument_begin|>")) return "kimi-k2";
+  // Kimi-K3: XTML tags (`<|open|>call tool=..<|sep|>`, `<|close|>call<|sep|>`), `<|end_of_msg|>`.
+  if (has("<|open|>") && has("<|close|>") && has("<|sep|>") && has("<|end_of_msg|>")) {
+    return "kimi-k3";
+  }
   if (has("<minimax:tool_call>") && has("<invoke name=") && has("<parameter name=")) {
     return "minimax-m2";
   }

@@ -30,6 +30,7 @@ import { gemma4Format } from "./gemma4.ts";
 import { glmFormat } from "./glm.ts";
 import { harmonyFormat } from "./harmony.ts";
 import { kimiK2Format } from "./kimi_k2.ts";
+import { kimiK3Format } from "./kimi_k3.ts";
 import { minimaxM2Format } from "./minimax_m2.ts";
 import type { ToolFamily, ToolFormat } from "./types.ts";
 
@@ -51,6 +52,7 @@ export const TOOL_FORMATS: Readonly<Record<ToolFamily, ToolFormat>> = {
   harmony: harmonyFormat,
   glm: glmFormat,
   "kimi-k2": kimiK2Format,
+  "kimi-k3": kimiK3Format,
   "minimax-m2": minimaxM2Format,
 };
 

@@ -30,6 +30,7 @@ export type ToolFamily =
   | "harmony"
   | "glm"
   | "kimi-k2"
+  | "kimi-k3"
   | "minimax-m2";
 
 /**
