@@ -732,6 +732,45 @@ const LAZY_CASES: Record<ToolFamily, { output: string; parallel: boolean; trigge
       trigger: true,
     },
   ],
+  "deepseek-v3.2": [
+    {
+      output: 'Let me look.\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n' +
+        '<｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>\n' +
+        '<｜DSML｜parameter name="days" string="false">2</｜DSML｜parameter>\n</｜DSML｜invoke>\n' +
+        "</｜DSML｜function_calls>",
+      parallel: false,
+      trigger: true,
+    },
+    {
+      output: '<｜DSML｜function_calls>\n<｜DSML｜invoke name="noop">\n</｜DSML｜invoke>\n' +
+        '<｜DSML｜invoke name="tag">\n<｜DSML｜parameter name="label" string="true">bug' +
+        '</｜DSML｜parameter>\n<｜DSML｜parameter name="code" string="false">"ABC-12"' +
+        "</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>",
+      parallel: true,
+      trigger: true,
+    },
+    { output: 'I would write <｜DSML｜invoke name="noop"> here.', parallel: false, trigger: false },
+  ],
+  "deepseek-v4": [
+    {
+      // A JSON value may hold the closing tag's text in a string.
+      output:
+        '<｜DSML｜tool_calls>\n<｜DSML｜invoke name="edit">\n<｜DSML｜parameter name="path" ' +
+        'string="true">a b.ts</｜DSML｜parameter>\n<｜DSML｜parameter name="edits" string="false">' +
+        '[{"old": "x", "new": "</｜DSML｜parameter>"}]</｜DSML｜parameter>\n</｜DSML｜invoke>\n' +
+        "</｜DSML｜tool_calls>",
+      parallel: false,
+      trigger: true,
+    },
+    {
+      output:
+        'OK.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter ' +
+        'name="city" string="true">Lyon</｜DSML｜parameter>\n</｜DSML｜invoke>\n<｜DSML｜invoke ' +
+        'name="noop">\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>',
+      parallel: true,
+      trigger: true,
+    },
+  ],
   gemma4: [
     {
       output: 'Sure.<|tool_call>call:get_weather{city:<|"|>Paris<|"|>,days:2}<tool_call|>',
@@ -835,6 +874,8 @@ const LAZY_CASES: Record<ToolFamily, { output: string; parallel: boolean; trigge
 const LAZY_FAMILIES: ToolFamily[] = [
   ...FAMILIES,
   "deepseek-v3",
+  "deepseek-v3.2",
+  "deepseek-v4",
   "gemma4",
   "devstral",
   "harmony",

@@ -20,15 +20,17 @@ import {
 } from "../lib/chat/formats/mod.ts";
 import { chatReply, collectReply, planChat } from "../lib/chat/generation.ts";
 import { newReasoningSplitter } from "../lib/chat/reasoning.ts";
-import { type CompiledTemplate, compileTemplate } from "../lib/chat/template.ts";
+import { type CompiledTemplate, compileTemplate, renderChat } from "../lib/chat/template.ts";
 import { loadEngineModel } from "../lib/engine/model.ts";
 import { defaultSampling } from "../lib/engine/sampling.ts";
 import type { GenEvent } from "../lib/engine/scheduler.ts";
 import { startWorkerEngine } from "../lib/engine/worker_host.ts";
+import { tokenizeText } from "../lib/engine/tokens.ts";
+import { compileTriggerPatterns } from "../lib/engine/triggers.ts";
 import { createApp } from "../routes/app.ts";
 import { newServerState } from "../routes/state.ts";
 import { llamaSourceDir } from "./support/llama_source.ts";
-import { tinyModelPath } from "./support/models.ts";
+import { cachedTinyModel, tinyModelPath } from "./support/models.ts";
 
 const TEMPLATES = `${await llamaSourceDir()}/models/templates`;
 const source = (file: string) => Deno.readTextFileSync(`${TEMPLATES}/${file}`);
@@ -117,6 +119,25 @@ Deno.test("DeepSeek generations are detected from the real templates", () => {
   }
   // One marker substring alone is no family.
   assert.equal(detectToolFamily("{{ '<｜DSML｜function_calls>' }}"), "generic");
+});
+
+Deno.test("DSML triggers: the block tag arms the grammar where it is no token, as bytes", () => {
+  const latin1 = (t: string) => String.fromCharCode(...new TextEncoder().encode(t));
+  for (const [f, block] of [["deepseek-v3.2", "function_calls"], ["deepseek-v4", "tool_calls"]]) {
+    const format = detectToolFormat(source(CASES.find((c) => c.family === f)!.file));
+    assert.deepEqual(format.triggers.tokens, [`<${D}${block}>`]);
+    const [re] = compileTriggerPatterns(format.triggers.patterns);
+    const text = `Sure.\n\n<${D}${block}>\n<${D}invoke name="get_weather">`;
+    const at = latin1("Sure.\n\n").length;
+    // Fires once the tag is whole, and on every later prefix of the opening; never before.
+    for (let end = 0; end <= text.length; end++) {
+      const m = re.exec(latin1(text.slice(0, end)));
+      const whole = end >= `Sure.\n\n<${D}${block}>`.length;
+      const inOpening = end <= `Sure.\n\n<${D}${block}>\n<${D}invoke name="`.length;
+      assert.equal(m !== null, whole && inOpening, `${f} at ${end}`);
+      if (m) assert.equal(m.indices![1]![0], at);
+    }
+  }
 });
 
 // ---------------------------------------------------------------- llama.cpp's expected parses
@@ -270,6 +291,97 @@ Deno.test("llama.cpp's expected parses (test-chat.cpp, DeepSeek V3.2 and V4)", (
     expectParse(file, unknown, { content: unknown });
   }
 });
+
+// ---------------------------------------------------------------- round trip property
+
+/** A seeded generator (mulberry32). */
+function rng(seed: number) {
+  let a = seed >>> 0;
+  const next = () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const int = (lo: number, hi: number) => lo + Math.floor(next() * (hi - lo + 1));
+  return { next, int, pick: <T>(xs: T[]): T => xs[int(0, xs.length - 1)] };
+}
+const CHARS = Array.from("abcxyz AZ09-_.,:;é中🦙\"'\\/{}[]<>\n\t=&");
+
+function randValue(r: ReturnType<typeof rng>, depth: number): unknown {
+  const kinds = ["string", "string", "integer", "number", "boolean", "null", "array", "object"];
+  switch (r.pick(depth > 1 ? kinds.slice(0, 6) : kinds)) {
+    case "string":
+      return Array.from({ length: r.int(0, 12) }, () => r.pick(CHARS)).join("");
+    case "integer":
+      return r.int(-1000, 100000);
+    case "number":
+      return r.int(-5000, 5000) / 8;
+    case "boolean":
+      return r.next() < 0.5;
+    case "null":
+      return null;
+    case "array":
+      return Array.from({ length: r.int(0, 3) }, () => randValue(r, depth + 1));
+    default:
+      return randArgs(r, depth + 1);
+  }
+}
+
+function randArgs(r: ReturnType<typeof rng>, depth: number): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (let i = r.int(0, 4); i > 0; i--) {
+    out[r.pick(["a", "path", "content", "n", "x_1", "query", "k" + i])] = randValue(r, depth);
+  }
+  return out;
+}
+
+for (const c of CASES) {
+  Deno.test(`${c.label}: 200 random argument objects the real template writes parse back`, () => {
+    const template = compileTemplate(source(c.file));
+    const f = detectToolFormat(template.source);
+    const block = c.family === "deepseek-v3.2" ? "function_calls" : "tool_calls";
+    const r = rng(77);
+    for (let k = 0; k < 200; k++) {
+      const made = Array.from({ length: r.int(1, 2) }, (_, i) => ({
+        name: `tool_${k}_${i}`,
+        args: randArgs(r, 1),
+      }));
+      const text = renderChat(template, {
+        messages: [
+          { role: "user", content: "Go." },
+          {
+            role: "assistant",
+            content: null,
+            tool_calls: made.map((m, i) => ({
+              id: `call_${i}`,
+              type: "function",
+              function: { name: m.name, arguments: m.args },
+            })),
+          },
+        ],
+        addGenerationPrompt: false,
+      });
+      const from = text.indexOf(`<${D}${block}>`);
+      const to = text.indexOf(`</${D}${block}>`) + `</${D}${block}>`.length;
+      assert.ok(from >= 0 && to > from, text);
+      const written = text.slice(from, to);
+      const size = r.int(1, 40);
+      const parser = f.newParser(
+        made.map((m) => ({ name: m.name, parameters: { type: "object" } })),
+      );
+      const events: ReplyEvent[] = [];
+      for (let i = 0; i < written.length; i += size) {
+        events.push(...parser.push(written.slice(i, i + size)));
+      }
+      events.push(...parser.end());
+      const calls = events.flatMap((e) => e.type === "tool_call_end" ? [e.arguments] : []);
+      assert.deepEqual(calls.map((a) => JSON.parse(a)), made.map((m) => m.args), written);
+      assert.ok(!events.some((e) => e.type === "text"), written);
+    }
+  });
+}
 
 // ---------------------------------------------------------------- a call inside reasoning
 
@@ -701,5 +813,81 @@ for (const c of CASES) {
         assertValidCall(fc.name, rargs, `${c.label} responses stream`);
       },
     ].map((f) => f()));
+  });
+}
+
+// ---------------------------------------------------------------- make-model --chat-format
+
+for (
+  const [f, block] of [["deepseek-v3.2", "function_calls"], ["deepseek-v4", "tool_calls"]] as const
+) {
+  Deno.test(`make-model --chat-format ${f}: block tags are tokens, a forced call in its syntax`, async () => {
+    const path = await cachedTinyModel(
+      `${f}`,
+      ["chat_formats.ts", "family_templates.ts", "presets.ts"],
+      { chatFormat: f },
+    );
+    const m = await loadEngineModel({ path, maxBatch: 1, maxSeqLen: 2048, threads: 1 });
+    const own = await startWorkerEngine(m);
+    try {
+      const template = compileTemplate(m.info.chatTemplate!);
+      assert.equal(detectToolFamily(template.source), f);
+      for (const t of [`<${D}${block}>`, `</${D}invoke>`, "</think>"]) {
+        assert.equal(tokenizeText(m, t, false).length, 1, `${f}: ${t} is one token`);
+      }
+      const c = CASES.find((x) => x.family === f)!;
+      const plan = planChat(
+        m,
+        template,
+        conversation({ type: "required" }),
+        {
+          sampling: { ...defaultSampling(), seed: 6 },
+          stop: [],
+          ignoreEos: false,
+          maxTokens: MAX_TOKENS,
+        },
+        { addGenerationPrompt: true },
+      );
+      assert.ok(plan.text.includes("place_order"), "the template lists the tools");
+      const events: GenEvent[] = [];
+      for await (const ev of own.submit(plan.req)) events.push(ev);
+      const raw = events.map((e) => (e.type === "text" ? e.text : "")).join("");
+      assert.match(raw, c.syntax, `${f}: ${JSON.stringify(raw)}`);
+      const again = (async function* () {
+        yield* events;
+      })();
+      const reply = await collectReply(chatReply(again, plan));
+      assert.equal(reply.end?.finishReason, "tool_calls");
+      assert.ok(reply.calls.length >= 1);
+      for (const k of reply.calls) assertValidCall(k.name, k.arguments, `${f} make-model`);
+      // The call comes back into the history in the same markup, its reasoning handed back.
+      const turns: Conversation["turns"] = [
+        ...conversation({ type: "auto" }).turns,
+        {
+          role: "assistant",
+          parts: [
+            { type: "reasoning", text: "checked the map" },
+            {
+              type: "tool_call",
+              id: "call_1",
+              name: "get_weather",
+              arguments: '{"city":"Paris","unit":"celsius"}',
+            },
+          ],
+        },
+        { role: "tool", parts: [{ type: "tool_result", callId: "call_1", content: "sunny" }] },
+      ];
+      const next = planChat(
+        m,
+        template,
+        { ...conversation({ type: "auto" }), turns },
+        { sampling: defaultSampling(), stop: [], ignoreEos: false },
+        { addGenerationPrompt: true, extra: { thinking: true } },
+      );
+      assert.ok(next.text.includes(c.renderedThinking), JSON.stringify(next.text));
+      assert.ok(next.reasoningOpen);
+    } finally {
+      own.close();
+    }
   });
 }

@@ -27,7 +27,9 @@ import {
   MINIMAX_M2_TOOLS_TEMPLATE,
 } from "./agent_templates.ts";
 import {
+  DEEPSEEK_V32_TOOLS_TEMPLATE,
   DEEPSEEK_V3_TOOLS_TEMPLATE,
+  DEEPSEEK_V4_TOOLS_TEMPLATE,
   DEVSTRAL_TOOLS_TEMPLATE,
   GEMMA4_TOOLS_TEMPLATE,
 } from "./family_templates.ts";
@@ -43,6 +45,8 @@ export const CHAT_FORMATS = [
   "kimi-k2",
   "minimax-m2",
   "deepseek-v3",
+  "deepseek-v3.2",
+  "deepseek-v4",
   "gemma4",
   "devstral",
 ] as const;
@@ -59,6 +63,15 @@ const md = (text: string): Marker => ({ text, type: USER_DEFINED });
 const ctl = (text: string): Marker => ({ text, type: CONTROL });
 
 const CHATML = [ctl("<|im_start|>"), ctl("<|im_end|>")];
+const DEEPSEEK_TURNS = [ctl("<｜User｜>"), ctl("<｜Assistant｜>"), ctl("<｜end▁of▁sentence｜>")];
+const DSML_TAGS = [
+  md('<｜DSML｜invoke name="'),
+  md("</｜DSML｜invoke>"),
+  md('<｜DSML｜parameter name="'),
+  md("</｜DSML｜parameter>"),
+  md("<think>"),
+  md("</think>"),
+];
 
 /** The `llama3` chat template (Jinja; `\\n` inside strings are Jinja escapes). */
 export const LLAMA31_TOOLS_TEMPLATE: string = String
@@ -545,6 +558,27 @@ export const CHAT_FORMAT_SPECS: Readonly<
       md("<｜tool▁output▁end｜>"),
       md("<think>"),
       md("</think>"),
+    ],
+    eos: "<｜end▁of▁sentence｜>",
+  },
+  // DeepSeek V3.2 / V4: as V3.1, the DSML block tags printed (one token each here).
+  "deepseek-v3.2": {
+    template: DEEPSEEK_V32_TOOLS_TEMPLATE,
+    markers: [
+      ...DEEPSEEK_TURNS,
+      md("<｜DSML｜function_calls>"),
+      md("</｜DSML｜function_calls>"),
+      ...DSML_TAGS,
+    ],
+    eos: "<｜end▁of▁sentence｜>",
+  },
+  "deepseek-v4": {
+    template: DEEPSEEK_V4_TOOLS_TEMPLATE,
+    markers: [
+      ...DEEPSEEK_TURNS,
+      md("<｜DSML｜tool_calls>"),
+      md("</｜DSML｜tool_calls>"),
+      ...DSML_TAGS,
     ],
     eos: "<｜end▁of▁sentence｜>",
   },

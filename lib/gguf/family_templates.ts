@@ -5,7 +5,8 @@
  * sections of `NAME<｜tool▁sep｜>{json}` calls, `<think>` opened by the generation prompt when
  * `thinking` is on, no tool list: Hearth adds it to the system message), Gemma 4
  * (`<|tool_call>call:NAME{key:value}<tool_call|>` in Gemma's value notation, the thought channel,
- * `reasoning_content` passed back on a turn with calls) and Devstral (`[TOOL_CALLS]NAME[ARGS]{..}`).
+ * `reasoning_content` passed back on a turn with calls), Devstral (`[TOOL_CALLS]NAME[ARGS]{..}`)
+ * and DeepSeek V3.2 / V4 (DSML, `make-model --chat-format deepseek-v3.2|deepseek-v4`).
  * The real templates live in llama.cpp's `models/templates/`; the tests serve those too.
  *
  * @example
@@ -142,3 +143,80 @@ export const DEVSTRAL_TOOLS_TEMPLATE: string = String
     {%- endif %}
 {%- endfor %}
 `;
+
+/**
+ * DeepSeek V3.2 (`block` `function_calls`, results in `<function_results>`) and V4
+ * (`tool_calls`, results as `<tool_result>` user turns): DSML calls, one
+ * `<｜DSML｜parameter name=K string="true|false">` per argument (strings raw, the rest JSON), the
+ * tools as JSON in the system text, `<think>` opened by the generation prompt when `thinking` is
+ * on and the reasoning of the turns after the last user message passed back.
+ */
+function dsmlTemplate(block: string, v4: boolean): string {
+  const d = "｜DSML｜";
+  const results = v4
+    ? String
+      .raw`{{- ('\n\n' if ns.in_user else '<｜User｜>') + '<tool_result>' + m.content + '</tool_result>' }}
+        {%- set ns.in_user = true %}`
+    : String
+      .raw`{{- '\n\n<function_results>\n<result>' + m.content + '</result>\n</function_results>' }}
+        {%- set ns.in_user = false %}`;
+  return String.raw`{#- DeepSeek ${v4 ? "V4" : "V3.2"}: DSML calls in a <${d}${block}> block. -#}
+{%- set think = thinking is defined and thinking %}
+{%- set ns = namespace(system='', last_user=-1, in_user=false) %}
+{%- for m in messages if m.role == 'system' %}
+    {%- set ns.system = ns.system + ('\n\n' if ns.system else '') + m.content %}
+{%- endfor %}
+{%- if tools %}
+    {%- set ns.system = ns.system + ('\n\n' if ns.system else '') + '## Tools\nCall tools in a <${d}${block}> block of <${d}invoke name="NAME"> with <${d}parameter name="K" string="true|false">V</${d}parameter>.\n<functions>\n' %}
+    {%- for t in tools %}
+        {%- set ns.system = ns.system + (t.function | tojson) + '\n' %}
+    {%- endfor %}
+    {%- set ns.system = ns.system + '</functions>\n' %}
+{%- endif %}
+{{- bos_token + ns.system }}
+{%- for m in messages %}
+    {%- if m.role == 'user' %}{%- set ns.last_user = loop.index0 %}{%- endif %}
+{%- endfor %}
+{%- for m in messages %}
+    {%- if m.role == 'user' %}
+        {{- ('\n\n' if ns.in_user else '<｜User｜>') + m.content }}
+        {%- set ns.in_user = true %}
+    {%- elif m.role == 'assistant' %}
+        {{- '<｜Assistant｜>' if ns.in_user else '\n\n' }}
+        {%- set ns.in_user = false %}
+        {%- if think and loop.index0 > ns.last_user %}
+            {{- '<think>' + (m.reasoning_content or '') + '</think>' }}
+        {%- else %}
+            {{- '</think>' }}
+        {%- endif %}
+        {{- m.content or '' }}
+        {%- if m.tool_calls %}
+            {{- '\n\n<${d}${block}>\n' }}
+            {%- for tc in m.tool_calls %}
+                {%- set args = tc.function.arguments %}
+                {%- if args is string %}{%- set args = args | from_json %}{%- endif %}
+                {{- '<${d}invoke name="' + tc.function.name + '">\n' }}
+                {%- for k, v in args.items() %}
+                    {{- '<${d}parameter name="' + k + '" string="' + ('true' if v is string else 'false') + '">' + (v if v is string else v | tojson) + '</${d}parameter>\n' }}
+                {%- endfor %}
+                {{- '</${d}invoke>\n' }}
+            {%- endfor %}
+            {{- '</${d}${block}>' }}
+        {%- endif %}
+        {{- '<｜end▁of▁sentence｜>' }}
+    {%- elif m.role == 'tool' %}
+        ${results}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<｜Assistant｜>' if ns.in_user else '\n\n' }}
+    {{- '<think>' if think else '${v4 ? "</think>" : "<think></think>"}' }}
+{%- endif %}
+`;
+}
+
+/** DeepSeek V3.2. */
+export const DEEPSEEK_V32_TOOLS_TEMPLATE: string = dsmlTemplate("function_calls", false);
+
+/** DeepSeek V4 (and V4-Flash, whose template differs only in its reasoning-effort texts). */
+export const DEEPSEEK_V4_TOOLS_TEMPLATE: string = dsmlTemplate("tool_calls", true);

@@ -21,7 +21,7 @@ import { alt, type Expr, lit, render, seq } from "../../constrain/gbnf.ts";
 import { newSchemaSet } from "../../constrain/json_schema.ts";
 import { toolListPrompt } from "./generic.ts";
 import { forTool, LAYOUT, oneOrMore, prefixPattern } from "./grammar.ts";
-import { parseJson } from "./json_calls.ts";
+import { jsonEnd, parseJson } from "./json_calls.ts";
 import { isRawString, textWithout } from "./qwen3_coder.ts";
 import { newSectionParser, type ParsedCall, type SectionResult } from "./section_parser.ts";
 import { argsExpr, tagProperties, type TagSyntax } from "./tagged_args.ts";
@@ -52,6 +52,29 @@ function argsJson(t: ToolSpec, pairs: Pair[]): string {
     args[p.key] = parsed === undefined ? p.value : parsed;
   }
   return JSON.stringify(args);
+}
+
+/**
+ * Where the value at `pos` ends (its closing tag), -1 if no tag follows yet, or "more" while a
+ * JSON array, object or string is still open: a JSON value may hold the closing tag's text in a
+ * string, so it ends where the JSON does when the tag follows it there.
+ */
+function valueEndAt(s: string, pos: number, raw: boolean): number | "more" {
+  if (!raw && '{["'.includes(s[pos] ?? "")) {
+    const end = s[pos] === '"' ? stringEnd(s, pos) : jsonEnd(s, pos);
+    if (end < 0) return "more";
+    if (s.startsWith(END_PARAM, end)) return end;
+  }
+  return s.indexOf(END_PARAM, pos);
+}
+
+/** Index just past the JSON string that starts at `pos`, or -1 when the text ends first. */
+function stringEnd(s: string, pos: number): number {
+  for (let i = pos + 1; i < s.length; i++) {
+    if (s[i] === "\\") i++;
+    else if (s[i] === '"') return i + 1;
+  }
+  return -1;
 }
 
 /**
@@ -107,8 +130,9 @@ function parseBlock(s: string, tools: Map<string, ToolSpec>, final: boolean): Se
       if (!attrs) return bad;
       const key = attrs[1];
       const raw = attrs[2] === undefined ? undefined : attrs[2] === "true";
-      const valueEnd = s.indexOf(END_PARAM, tagEnd + 1);
-      if (valueEnd < 0) {
+      const valueEnd = valueEndAt(s, tagEnd + 1, raw ?? false);
+      if (valueEnd === "more" && !final) return cutHere();
+      if (valueEnd === "more" || valueEnd < 0) {
         if (final && (raw ?? false)) pairs.push({ key, value: s.slice(tagEnd + 1), raw });
         return cutHere();
       }
@@ -157,7 +181,8 @@ function dsmlFormat(family: ToolFamily, block: string): ToolFormat {
       const body = oneOrMore(seq(alt(...invokes), LAYOUT), parallel, seq());
       return render(set.g, seq(lit(open), LAYOUT, body, lit(close)));
     },
-    triggers: { patterns: [prefixPattern([open, { ws: true }, INVOKE])], tokens: [] },
+    // The block tag is a token only in some vocabularies (make-model's); elsewhere the pattern.
+    triggers: { patterns: [prefixPattern([open, { ws: true }, INVOKE])], tokens: [open] },
     reasoning: { start: "<think>", end: "</think>" },
     newParser(tools) {
       const byName = new Map(tools.map((t) => [t.name, t]));
