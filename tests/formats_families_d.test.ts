@@ -1,12 +1,13 @@
 // Kimi-K3 (its own XTML: `<|open|>call tool=".." index=".."<|sep|>` with typed
 // `<|open|>argument key=".." type=".."<|sep|>V<|close|>argument<|sep|>`, reasoning in `think`,
 // content in `response`) and Ling 3.0 / Bailing V3 (GLM's calls and `<think>` in
-// `<role>..</role>` turns), detected from their REAL templates in llama.cpp's bundle;
-// MiniMax-M3's namespaced calls (`]<]minimax[>[<invoke name=..>`) are neither Hermes nor M2.
-// Checked here: detection (the neighbours keep their families); llama.cpp's expected parses
+// `<role>..</role>` turns) and MiniMax-M3 (every tag namespaced, `]<]minimax[>[<invoke
+// name="..">]<]minimax[>[<KEY>V]<]minimax[>[</KEY>`, objects and arrays as nested elements,
+// `<mm:think>` reasoning), detected from their REAL templates in llama.cpp's bundle. Checked
+// here: detection (the neighbours keep their families); llama.cpp's expected parses
 // (tests/test-chat.cpp) however the text is chunked; forced calls through the real templates on
-// the K2 and GLM tiny models at temperature 1 (seeded), validated by ajv, the raw text in the
-// family's syntax and no marker in content; tool round trips rendered through the real
+// the K2, GLM and M2 tiny models at temperature 1 (seeded), validated by ajv, the raw text in
+// the family's syntax and no marker in content; tool round trips rendered through the real
 // templates, reasoning handed back.
 import assert from "node:assert/strict";
 import { Ajv2020 } from "ajv/dist/2020.js";
@@ -30,7 +31,7 @@ const K3 = "Kimi-K3.jinja";
 
 // ---------------------------------------------------------------- detection
 
-Deno.test("Kimi-K3 and Ling 3.0 are detected; MiniMax-M3 is not Hermes or M2", () => {
+Deno.test("Kimi-K3, MiniMax-M3 and Ling 3.0 are detected; their neighbours keep theirs", () => {
   const want: [string, string][] = [
     [K3, "kimi-k3"],
     [LING, "glm"],
@@ -41,8 +42,7 @@ Deno.test("Kimi-K3 and Ling 3.0 are detected; MiniMax-M3 is not Hermes or M2", (
     ["MiniMax-M2.jinja", "minimax-m2"],
     ["NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja", "hermes"],
     ["NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", "hermes"],
-    // Its own syntax has no module yet: the generic fallback, not a wrong family's markers.
-    ["MiniMax-M3.jinja", "generic"],
+    ["MiniMax-M3.jinja", "minimax-m3"],
   ];
   for (const [file, family] of want) assert.equal(detectToolFamily(source(file)), family, file);
   // One marker alone is no family: key/value tags without a GLM or Ling turn stay Hermes.
@@ -97,6 +97,49 @@ const PARSE_TOOLS: ToolSpec[] = [
   },
   { name: "python", parameters: { type: "object", properties: { code: str } } },
   { name: "edit", parameters: { type: "object" } },
+  { name: "empty_args", parameters: { type: "object", properties: {} } },
+  {
+    name: "magic_int",
+    parameters: { type: "object", properties: { ref: { type: "integer" }, name: str } },
+  },
+  {
+    name: "imaginary_number",
+    parameters: {
+      type: "object",
+      properties: {
+        number: { type: "object", properties: { real: num, imaginary: num } },
+      },
+    },
+  },
+  {
+    name: "nested_args",
+    parameters: {
+      type: "object",
+      properties: {
+        tags: { type: "array", items: str },
+        entries: {
+          type: "array",
+          items: { type: "object", properties: { id: { type: "integer" }, label: str } },
+        },
+      },
+    },
+  },
+  {
+    name: "union_args",
+    parameters: {
+      type: "object",
+      properties: {
+        filter: { anyOf: [{ type: "array", items: str }, { type: "null" }] },
+        limit: {
+          oneOf: [{ type: "integer" }, {
+            type: "object",
+            properties: { max: { type: "integer" } },
+          }],
+        },
+        label: { anyOf: [str, { type: "object", properties: { text: str } }] },
+      },
+    },
+  },
 ];
 
 type Parsed = { reasoning: string; content: string; calls: [string, unknown][] };
@@ -106,6 +149,8 @@ const LING_READ: Reader = { family: "glm", model: "glm", reasoningOpen: true };
 /** After Kimi-K3's, which opens `think` (thinking on) or `response` (thinking off). */
 const K3_THINK: Reader = { family: "kimi-k3", model: "kimi-k2", reasoningOpen: true };
 const K3_NO_THINK: Reader = { ...K3_THINK, reasoningOpen: false };
+/** After MiniMax-M3's (`]~b]ai\n`: the model opens `<mm:think>` itself, or writes a bare end). */
+const M3_READ: Reader = { family: "minimax-m3", model: "minimax-m2", reasoningOpen: false };
 
 /** `text` parsed as `chatReply` does. */
 async function parse(r: Reader, chunks: string[]): Promise<Parsed> {
@@ -237,6 +282,95 @@ Deno.test("llama.cpp's expected parses: Kimi-K3", async () => {
   );
 });
 
+Deno.test("llama.cpp's expected parses: MiniMax-M3", async () => {
+  const ns = "]<]minimax[>[";
+  const hello = "Hello, world!\nWhat's up?";
+  const el = (k: string, v: string) => `${ns}<${k}>${v}${ns}</${k}>`;
+  const invoke = (name: string, ...args: string[]) =>
+    `${ns}<invoke name="${name}">${args.join("")}${ns}</invoke>\n`;
+  const block = (...invokes: string[]) => `${ns}<tool_call>\n${invokes.join("")}${ns}</tool_call>`;
+  await expectParse(M3_READ, `</mm:think>${hello}`, { content: hello });
+  await expectParse(M3_READ, `<mm:think>I'm\nthinking</mm:think>${hello}`, {
+    reasoning: "I'm\nthinking",
+    content: hello,
+  });
+  await expectParse(
+    M3_READ,
+    `<mm:think>Let me check the time</mm:think>${block(invoke("get_time", el("city", "Tokyo")))}`,
+    { reasoning: "Let me check the time", calls: [["get_time", { city: "Tokyo" }]] },
+  );
+  const sf = invoke("special_function", el("arg1", "1"));
+  await expectParse(M3_READ, `</mm:think>${block(sf)}`, {
+    calls: [["special_function", { arg1: 1 }]],
+  });
+  await expectParse(
+    M3_READ,
+    `<mm:think>Let's call a tool:</mm:think>${block(invoke("empty_args"))}`,
+    { reasoning: "Let's call a tool:", calls: [["empty_args", {}]] },
+  );
+  await expectParse(
+    M3_READ,
+    `<mm:think>Calling both</mm:think>` +
+      block(invoke("get_time", el("city", "Paris")), invoke("python", el("code", "1 < 2"))),
+    {
+      reasoning: "Calling both",
+      calls: [["get_time", { city: "Paris" }], ["python", { code: "1 < 2" }]],
+    },
+  );
+  await expectParse(M3_READ, `<mm:think>Thinking about it</mm:think>Let me call it.${block(sf)}`, {
+    reasoning: "Thinking about it",
+    content: "Let me call it.",
+    calls: [["special_function", { arg1: 1 }]],
+  });
+  await expectParse(
+    M3_READ,
+    `</mm:think>${block(invoke("magic_int", el("ref", "-14"), el("name", "12")))}`,
+    { calls: [["magic_int", { ref: -14, name: "12" }]] },
+  );
+  // Objects and arrays as nested elements; unions as one of their alternatives.
+  await expectParse(
+    M3_READ,
+    `</mm:think>${
+      block(invoke("imaginary_number", el("number", el("real", "1.5") + el("imaginary", "-2.5"))))
+    }`,
+    { calls: [["imaginary_number", { number: { real: 1.5, imaginary: -2.5 } }]] },
+  );
+  await expectParse(
+    M3_READ,
+    `</mm:think>${
+      block(invoke(
+        "nested_args",
+        el("tags", el("item", "alpha") + el("item", "beta")),
+        el("entries", el("item", el("id", "1") + el("label", "one"))),
+      ))
+    }`,
+    {
+      calls: [["nested_args", { tags: ["alpha", "beta"], entries: [{ id: 1, label: "one" }] }]],
+    },
+  );
+  await expectParse(
+    M3_READ,
+    `</mm:think>${
+      block(invoke(
+        "union_args",
+        el("filter", el("item", "alpha") + el("item", "beta")),
+        el("limit", el("max", "10")),
+        el("label", el("text", "hi")),
+      ))
+    }`,
+    {
+      calls: [["union_args", {
+        filter: ["alpha", "beta"],
+        limit: { max: 10 },
+        label: `${ns}<text>hi${ns}</text>`,
+      }]],
+    },
+  );
+  await expectParse(M3_READ, `</mm:think>${block(invoke("union_args", el("limit", "5")))}`, {
+    calls: [["union_args", { limit: 5 }]],
+  });
+});
+
 Deno.test("llama.cpp's expected parses: Ling 3.0", async () => {
   const getTime = "<tool_call>get_time\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n" +
     "</tool_call>";
@@ -324,8 +458,9 @@ type Case = {
   file: string;
   family: ToolFamily;
   model: ChatFormatName;
-  /** The end of the generation prompt (which opens reasoning). */
+  /** The end of the generation prompt, and whether it opens reasoning. */
   prompt: string;
+  opensReasoning: boolean;
   /** The raw text of a forced reply after its reasoning, in the family's own syntax. */
   syntax: RegExp;
   /** Marker text that must never reach content or reasoning. */
@@ -335,6 +470,10 @@ type Case = {
 };
 
 const NAMES = "(?:get_weather|place_order)";
+const NS3 = "]<]minimax[>[";
+const M3_NS = "\\]<\\]minimax\\[>\\[";
+/** Kimi-K3's markers as regular expressions. */
+const [O, C, S] = ["<\\|open\\|>", "<\\|close\\|>", "<\\|sep\\|>"];
 const K3_TYPES = "(?:string|number|boolean|object|array|null)";
 const CASES: Case[] = [
   {
@@ -343,11 +482,11 @@ const CASES: Case[] = [
     family: "kimi-k3",
     model: "kimi-k2",
     prompt: '<|open|>message role="assistant"<|sep|><|open|>think<|sep|>',
+    opensReasoning: true,
     syntax: new RegExp(
-      "^(?:<\\|open\\|>response<\\|sep\\|><\\|close\\|>response<\\|sep\\|>)?<\\|open\\|>tools<\\|sep\\|>" +
-        `<\\|open\\|>call tool="${NAMES}" index="1"<\\|sep\\|>` +
-        `(?:<\\|open\\|>argument key="\\w+" type="${K3_TYPES}"<\\|sep\\|>.*?<\\|close\\|>argument<\\|sep\\|>)*` +
-        "<\\|close\\|>call<\\|sep\\|><\\|close\\|>tools<\\|sep\\|>$",
+      `^(?:${O}response${S}${C}response${S})?${O}tools${S}${O}call tool="${NAMES}" index="1"${S}` +
+        `(?:${O}argument key="\\w+" type="${K3_TYPES}"${S}.*?${C}argument${S})*` +
+        `${C}call${S}${C}tools${S}$`,
       "s",
     ),
     markers: /<\|(?:open|close|sep|end_of_msg)\|>/,
@@ -361,11 +500,30 @@ const CASES: Case[] = [
       '<|end_of_msg|><|open|>message role="assistant"<|sep|><|open|>think<|sep|>',
   },
   {
+    label: "MiniMax-M3",
+    file: "MiniMax-M3.jinja",
+    family: "minimax-m3",
+    model: "minimax-m2",
+    prompt: "]~b]ai\n",
+    opensReasoning: false,
+    syntax: new RegExp(
+      `^(?:</mm:think>)?${M3_NS}<tool_call>\\n${M3_NS}<invoke name="${NAMES}">` +
+        `(?:${M3_NS}<(\\w+)>.*?${M3_NS}</\\1>)*${M3_NS}</invoke>\\n${M3_NS}</tool_call>$`,
+      "s",
+    ),
+    markers: /\]<\]minimax\[>\[|<\/?mm:think>/,
+    roundTrip: "]~b]user\nWeather in Paris?[e~[\n]~b]ai\n<mm:think>Paris first.</mm:think>" +
+      `${NS3}<tool_call>\n${NS3}<invoke name="get_weather">${NS3}<city>Paris${NS3}</city>` +
+      `${NS3}<unit>celsius${NS3}</unit>${NS3}</invoke>\n${NS3}</tool_call>[e~[\n]~b]tool\n` +
+      "<response>18C</response>[e~[\n]~b]ai\n",
+  },
+  {
     label: "Ling 3.0",
     file: LING,
     family: "glm",
     model: "glm",
     prompt: "<role>ASSISTANT</role>\n<think>",
+    opensReasoning: true,
     syntax: new RegExp(
       `^<tool_call>${NAMES}\\s*(?:<arg_key>\\w+</arg_key>\\s*<arg_value>.*?</arg_value>\\s*)*` +
         "</tool_call>$",
@@ -381,7 +539,7 @@ const CASES: Case[] = [
 ];
 
 for (const c of CASES) {
-  Deno.test(`${c.label}: forced calls through the real template, raw text in its syntax`, async () => {
+  Deno.test(`${c.label}: forced calls through the real template, in its own syntax`, async () => {
     const e = await engineFor(c.model);
     const template = compileTemplate(source(c.file));
     await Promise.all([1, 2].map(async (seed) => {
@@ -408,13 +566,13 @@ for (const c of CASES) {
       );
       assert.equal(plan.format.family, c.family);
       assert.ok(plan.text.endsWith(c.prompt), plan.text);
-      assert.ok(plan.reasoningOpen, "the generation prompt opens reasoning");
+      assert.equal(plan.reasoningOpen, c.opensReasoning);
       const events: GenEvent[] = [];
       for await (const ev of e.submit(plan.req)) events.push(ev);
       const raw = events.map((ev) => (ev.type === "text" ? ev.text : "")).join("");
       const end = plan.format.reasoning!.end;
-      assert.ok(raw.includes(end), raw);
-      const call = raw.slice(raw.indexOf(end) + end.length).trim();
+      if (c.opensReasoning) assert.ok(raw.includes(end), raw);
+      const call = c.opensReasoning ? raw.slice(raw.indexOf(end) + end.length).trim() : raw;
       assert.match(call, c.syntax, `${c.label} seed ${seed}: ${JSON.stringify(raw)}`);
       async function* again() {
         yield* events;
@@ -431,7 +589,7 @@ for (const c of CASES) {
     }));
   });
 
-  Deno.test(`${c.label}: a tool round trip renders through the real template, reasoning kept`, async () => {
+  Deno.test(`${c.label}: a tool round trip renders through the real template`, async () => {
     const e = await engineFor(c.model);
     const { conv } = chatCompletionsConversation({
       messages: [

@@ -48,8 +48,8 @@ export function detectToolFamily(templateSource: string): ToolFamily {
     return "glm";
   }
   // MiniMax-M3 namespaces every tag with `]<]minimax[>[` (`NS<tool_call>`, `NS<invoke name=..>`,
-  // nested `NS<key>` values): no family here writes that, so not Hermes either.
-  if (has("]<]minimax[>[") && has("<invoke name=")) return "generic";
+  // nested `NS<key>` values), so before Hermes.
+  if (has("]<]minimax[>[") && has("<invoke name=") && has("<mm:think>")) return "minimax-m3";
   // Devstral / Magistral: [TOOL_CALLS]NAME[ARGS]{..}; older Mistral: [TOOL_CALLS] [{..}].
   if (has("[TOOL_CALLS]") && has("[ARGS]")) return "devstral";
   // Qwen3-Coder, Qwen3.5 and Nemotron 3 write the same XML calls.

@@ -32,6 +32,7 @@ import { harmonyFormat } from "./harmony.ts";
 import { kimiK2Format } from "./kimi_k2.ts";
 import { kimiK3Format } from "./kimi_k3.ts";
 import { minimaxM2Format } from "./minimax_m2.ts";
+import { minimaxM3Format } from "./minimax_m3.ts";
 import type { ToolFamily, ToolFormat } from "./types.ts";
 
 export type { OutputParser, ToolFamily, ToolFormat, Triggers } from "./types.ts";
@@ -54,6 +55,7 @@ export const TOOL_FORMATS: Readonly<Record<ToolFamily, ToolFormat>> = {
   "kimi-k2": kimiK2Format,
   "kimi-k3": kimiK3Format,
   "minimax-m2": minimaxM2Format,
+  "minimax-m3": minimaxM3Format,
 };
 
 /** The format of the family whose markers `templateSource` mentions (generic when none). */

@@ -31,7 +31,8 @@ export type ToolFamily =
   | "glm"
   | "kimi-k2"
   | "kimi-k3"
-  | "minimax-m2";
+  | "minimax-m2"
+  | "minimax-m3";
 
 /**
  * What arms a lazy grammar (`llama_sampler_init_grammar_lazy_patterns`). Every pattern ends with
