@@ -57,9 +57,18 @@ models.set(
 );
 globalThis.addEventListener("unload", () => Deno.removeSync(dir, { recursive: true }));
 
-/** The model whose vocab has the family's markers (generic: the plain tiny model). */
+/**
+ * The model whose vocab has the family's markers (generic: the plain tiny model; Kimi-K3 and
+ * MiniMax-M3, whose markers no make-model format has, their forebears' models).
+ */
 function modelFor(family: ToolFamily): EngineModel {
-  return models.get(family === "generic" ? "default" : family)!;
+  const forebear: Partial<Record<ToolFamily, ChatFormatName>> = {
+    "kimi-k3": "kimi-k2",
+    "minimax-m3": "minimax-m2",
+  };
+  return models.get(
+    family === "generic" ? "default" : forebear[family] ?? family as ChatFormatName,
+  )!;
 }
 
 // ---------------------------------------------------------------- llama.cpp grammar harness
@@ -654,6 +663,9 @@ Deno.test("qwen3-coder raw text grammar: anything but the terminator", () => {
   }
 });
 
+/** MiniMax-M3's namespace token. */
+const NS = "]<]minimax[>[";
+
 /** A valid call output per family (in schema property order, as the grammar writes them). */
 const LAZY_CASES: Record<ToolFamily, { output: string; parallel: boolean; trigger: boolean }[]> = {
   llama3: [
@@ -855,6 +867,46 @@ const LAZY_CASES: Record<ToolFamily, { output: string; parallel: boolean; trigge
       trigger: true,
     },
   ],
+  "kimi-k3": [
+    {
+      output: "<|open|>response<|sep|><|close|>response<|sep|><|open|>tools<|sep|>" +
+        '<|open|>call tool="get_weather" index="1"<|sep|><|open|>argument key="city" type="string"' +
+        '<|sep|>Paris<|close|>argument<|sep|><|open|>argument key="days" type="number"<|sep|>2' +
+        "<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools<|sep|>",
+      parallel: false,
+      trigger: true,
+    },
+    {
+      output: "<|open|>response<|sep|>OK.<|close|>response<|sep|><|open|>tools<|sep|>" +
+        '<|open|>call tool="noop" index="1"<|sep|><|close|>call<|sep|><|open|>call tool="tag" ' +
+        'index="2"<|sep|><|open|>argument key="label" type="string"<|sep|>bug<|close|>argument' +
+        '<|sep|><|open|>argument key="code" type="string"<|sep|>"ABC-12"<|close|>argument<|sep|>' +
+        "<|close|>call<|sep|><|close|>tools<|sep|>",
+      parallel: true,
+      trigger: true,
+    },
+    {
+      output: "<|open|>response<|sep|>No call.<|close|>response<|sep|>",
+      parallel: false,
+      trigger: false,
+    },
+  ],
+  "minimax-m3": [
+    {
+      output: `</mm:think>${NS}<tool_call>\n${NS}<invoke name="get_weather">${NS}<city>Paris` +
+        `${NS}</city>${NS}<days>2${NS}</days>${NS}</invoke>\n${NS}</tool_call>`,
+      parallel: false,
+      trigger: true,
+    },
+    {
+      output: `<mm:think>Two.</mm:think>OK.${NS}<tool_call>\n${NS}<invoke name="noop">` +
+        `${NS}</invoke>\n${NS}<invoke name="edit">${NS}<path>a.ts${NS}</path>${NS}<edits>` +
+        `${NS}<item>{"old":"x","new":"y"}${NS}</item>${NS}</edits>${NS}</invoke>\n` +
+        `${NS}<invoke name="tag">${NS}<code>"ABC-12"${NS}</code>${NS}</invoke>\n${NS}</tool_call>`,
+      parallel: true,
+      trigger: true,
+    },
+  ],
   generic: [
     {
       output:
@@ -882,6 +934,8 @@ const LAZY_FAMILIES: ToolFamily[] = [
   "glm",
   "kimi-k2",
   "minimax-m2",
+  "kimi-k3",
+  "minimax-m3",
 ];
 for (const family of LAZY_FAMILIES) {
   Deno.test(`${family}: recorded calls through a lazy grammar, token by token`, () => {
@@ -1025,7 +1079,7 @@ for (const family of ROUND_TRIP_FAMILIES) {
           made.map((c) =>
             `<tool_call>${JSON.stringify({ name: c.name, arguments: c.value })}</tool_call>`
           ).join("\n");
-      } else text = assistantText(family, tools, calls);
+      } else text = assistantText(family as ChatFormatName, tools, calls);
       const chunks = chunkings(text, k).filter((_, i) => i % 37 === 0);
       for (const cs of chunks) {
         const events = normalize(

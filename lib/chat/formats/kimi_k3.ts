@@ -86,6 +86,7 @@ function rawValue(schema: Record<string, unknown>, text: () => Expr): Expr {
 }
 
 const TYPES: Record<string, string> = {
+  string: "string", // one it cannot write raw (a pattern or format): a JSON string
   integer: "number",
   number: "number",
   boolean: "boolean",
@@ -240,7 +241,8 @@ export const kimiK3Format: ToolFormat = {
     const section = seq(lit(TOOLS), body, lit(END_TOOLS));
     return render(set.g, seq(opt(lit(RESPONSE + END_RESPONSE)), section));
   },
-  triggers: { patterns: [prefixPattern([TOOLS])], tokens: [] },
+  // Fires anywhere in the opening up to the tool name, whatever the tokens' boundaries.
+  triggers: { patterns: [prefixPattern([TOOLS, `${CALL}tool="`])], tokens: [] },
   reasoning: { start: open("think"), end: close("think") },
   newParser(tools) {
     const byName = new Map(tools.map((t) => [t.name, t]));

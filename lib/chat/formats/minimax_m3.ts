@@ -85,6 +85,10 @@ function unionOf(schema: Json): { key: string; branches: unknown[] } | undefined
   return undefined;
 }
 
+/** A plain string schema whose pattern or format the raw text cannot be held to. */
+const checked = (s: Json) =>
+  s.type === "string" && (s.pattern !== undefined || s.format !== undefined);
+
 const ptr = (p: string, ...keys: string[]) =>
   p + keys.map((k) => "/" + encodeURI(k.replace(/~/g, "~0").replace(/\//g, "~1"))).join("");
 
@@ -96,10 +100,12 @@ function valueExpr(b: Build, schema: unknown, pointer: string): Expr {
   switch (kindOf(schema)) {
     case "string": {
       if (Array.isArray(s.enum)) return alt(...(s.enum as string[]).map(lit));
+      // A pattern or format only JSON's grammar enforces: a JSON string (read back as one).
+      if (checked(s)) return b.set.compile(b.root, b.name, pointer);
       const min = typeof s.minLength === "number" ? s.minLength : 0;
       const max = typeof s.maxLength === "number" ? s.maxLength : Infinity;
       // A bounded string leaves out `]` (it cannot start the namespace token).
-      return min === 0 && max === Infinity && s.pattern === undefined
+      return min === 0 && max === Infinity
         ? b.raw()
         : rep(cls(complementSet(charSet("]"))), min, max);
     }
@@ -175,7 +181,10 @@ function readValue(s: string, pos: number, schema: unknown, close: string): Step
   const end = s.indexOf(close, pos);
   if (end < 0) return "more";
   const text = s.slice(pos, end);
-  if (kind === "string") return [text, end + close.length];
+  if (kind === "string") {
+    const v = isRecord(schema) && checked(schema) ? parseJson(text) : undefined;
+    return [typeof v === "string" ? v : text, end + close.length];
+  }
   const v = parseJson(text);
   // Without a schema only a number or boolean reads as JSON (the template writes them bare).
   const json = kind === "json" ? v !== undefined : typeof v === "number" || typeof v === "boolean";
@@ -236,7 +245,8 @@ export const minimaxM3Format: ToolFormat = {
     // A turn without reasoning starts with a bare `</mm:think>`, as the template writes it.
     return render(set.g, seq(opt(lit(THINK_END)), lit(`${SECTION}\n`), body, lit(END_SECTION)));
   },
-  triggers: { patterns: [prefixPattern([SECTION])], tokens: [] },
+  // Fires anywhere in the opening up to the tool name, whatever the tokens' boundaries.
+  triggers: { patterns: [prefixPattern([SECTION, `\n${INVOKE}`])], tokens: [] },
   reasoning: { start: "<mm:think>", end: THINK_END },
   newParser(tools) {
     const byName = new Map(tools.map((t) => [t.name, t]));
