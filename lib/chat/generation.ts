@@ -253,6 +253,7 @@ export function planChat(
   // control token (printed as nothing by default), as llama.cpp's preserved tokens do.
   const printTokens = triggerTokenIds(m.llama, m.vocab, [
     ...format.triggers.tokens,
+    ...(format.printMarkers ?? []),
     ...(format.reasoning ? [format.reasoning.start, format.reasoning.end] : []),
     ...(active && grammar !== undefined ? markerLiterals(grammar) : []),
   ]);

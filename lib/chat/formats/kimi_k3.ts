@@ -196,6 +196,7 @@ function parseSection(s: string, tools: Map<string, ToolSpec>, final: boolean): 
 export const kimiK3Format: ToolFormat = {
   family: "kimi-k3",
   rendersTools: true,
+  printMarkers: ["<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"],
   toolSystemPrompt: toolListPrompt,
   callGrammar(tools, { parallel }) {
     if (tools.length === 0) throw new Error("a call grammar needs at least one tool");

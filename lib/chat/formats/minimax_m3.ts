@@ -227,6 +227,7 @@ function parseSection(s: string, tools: Map<string, ToolSpec>, final: boolean): 
 export const minimaxM3Format: ToolFormat = {
   family: "minimax-m3",
   rendersTools: true,
+  printMarkers: [NS],
   toolSystemPrompt: toolListPrompt,
   callGrammar(tools, { parallel }) {
     if (tools.length === 0) throw new Error("a call grammar needs at least one tool");

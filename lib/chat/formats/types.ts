@@ -67,6 +67,12 @@ export type ToolFormat = {
    * forcing its end marker.
    */
   reasoningBudget?: { start: string; end: string; force: string };
+  /**
+   * Markers the engine must print even where the vocabulary makes them control tokens, beyond
+   * the trigger tokens, reasoning markers and markup literals of the call grammar (which it finds
+   * itself): those that only occur inside longer literals (Kimi-K3's `<|open|>`).
+   */
+  printMarkers?: string[];
   /** Reshapes the template messages for a template that reads other fields (gpt-oss: `thinking`). */
   templateMessages?(messages: ChatMessage[]): ChatMessage[];
   newParser(tools: ToolSpec[]): OutputParser;
