@@ -263,7 +263,15 @@ Deno.test("sampled choices follow the chain applied to grammar-masked logits", a
         prompt: Int32Array.from(prompt),
         grammar: "root ::= [a-e]",
         maxTokens: 1,
-        sampling: { ...defaultSampling(), temperature, seed: 5000 + k + i },
+        // The plain chain (no top-k, top-p or min-p truncation): what `expected` computes.
+        sampling: {
+          ...defaultSampling(),
+          topK: 0,
+          topP: 1,
+          minP: 0,
+          temperature,
+          seed: 5000 + k + i,
+        },
       })));
     for (const o of outs) {
       const at = letters.indexOf(o.text);
