@@ -356,8 +356,11 @@ Deno.test({
         const text = body.content.find((b: { type: string }) => b.type === "text");
         // The reasoning stopped at the cap (a token of slack: the marker may merge with it) and
         // the model went on to answer after it.
+        // Counted by tokenizing the reasoning again, which can split a random model's text into
+        // a few more tokens than it generated (bytes of a cut character come back as U+FFFD);
+        // without the cap it runs on to the 48-token limit.
         const used = thinking ? await tokens(thinking.thinking) : 0;
-        assert.ok(used <= budget + 1, `${family}, budget ${budget}: ${used} reasoning tokens`);
+        assert.ok(used <= budget + 4, `${family}, budget ${budget}: ${used} reasoning tokens`);
         assert.ok(text?.text.length > 0, `${family}, budget ${budget}: no answer after it`);
         assert.doesNotMatch(text.text, /<\/?think>|<\|channel\|>|<\|end\|>/);
       }
