@@ -10,6 +10,8 @@
  * @module
  */
 import {
+  DEFAULT_CACHE_DISK_GIB,
+  defaultCacheRamBytes,
   graphBatchFor,
   helpText,
   isLoopback,
@@ -42,6 +44,7 @@ import {
   withRemotePrefill,
 } from "./lib/engine/pd.ts";
 import { pdRoutes } from "./routes/pd.ts";
+import { describePromptCache } from "./lib/engine/prompt_cache.ts";
 import { chooseLlamaLibrary, libraryLogLine } from "./lib/gpu/select.ts";
 import {
   buildFromSource,
@@ -333,10 +336,28 @@ async function serve(argv: string[]): Promise<void> {
       (config.backendSampling === "auto"
         ? onAccelerator(model.devices)
         : config.backendSampling === "on");
+    const promptCache = {
+      ramBytes: Math.floor(
+        config.cacheRam !== undefined
+          ? config.cacheRam * 2 ** 30
+          : defaultCacheRamBytes(Deno.systemMemoryInfo().total),
+      ),
+      ...(config.cacheDir
+        ? {
+          dir: config.cacheDir,
+          diskBytes: Math.floor((config.cacheDisk ?? DEFAULT_CACHE_DISK_GIB) * 2 ** 30),
+        }
+        : {}),
+      // A state is only loaded into the model and cache type it was made with.
+      fingerprint: `${await modelFingerprint(model.path)}-${
+        config.kvcacheDtype === "auto" ? "f16" : config.kvcacheDtype
+      }`,
+    };
     const engine = await startWorkerEngine(model, {
       maxWaiting: config.maxQueue ?? model.maxBatch * 8,
       draftTokens: config.mtp,
       backendSampling: state.backendSampling,
+      promptCache,
     });
     state.threadStacks = { load: lastLoadStackBytes(), engine: engine.threadStackBytes };
     if (pd?.role === "decode") {
@@ -365,6 +386,7 @@ async function serve(argv: string[]): Promise<void> {
           : ""),
     );
     if (model.fit) console.error(`hearth: context: ${describeFit(model.fit)}`);
+    console.error(`hearth: prompt cache: ${describePromptCache(promptCache, model.kvTrim)}`);
   } catch (e) {
     state.loadError = (e as Error).message;
     await Promise.all([server.shutdown(), uiServer?.shutdown()]);

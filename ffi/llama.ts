@@ -464,8 +464,65 @@ export function seqStateGet(llama: Llama, ctx: ContextPtr, seq: number): Uint8Ar
 
 /** Loads bytes from `seqStateGet` into `seq` (emptied first); false when llama.cpp refuses them. */
 export function seqStateSet(llama: Llama, ctx: ContextPtr, seq: number, data: Uint8Array): boolean {
-  const copy = new Uint8Array(data); // FFI needs an ArrayBuffer-backed buffer of its own
+  // FFI needs an ArrayBuffer-backed buffer (a 30k-token state is hundreds of MiB: no needless copy).
+  const copy = data.buffer instanceof ArrayBuffer
+    ? data as Uint8Array<ArrayBuffer>
+    : new Uint8Array(data);
   return Number(llama.sym.llama_state_seq_set_data(ctx, copy, BigInt(copy.length), seq)) > 0;
+}
+
+/** `LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY`: only the SWA KV cells or the recurrent state. */
+export const STATE_SEQ_PARTIAL_ONLY = 1;
+
+/** `seqStateGet` with `llama_state_seq_flags` (`llama_state_seq_get_data_ext`). */
+export function seqStateGetExt(
+  llama: Llama,
+  ctx: ContextPtr,
+  seq: number,
+  flags: number,
+): Uint8Array<ArrayBuffer> {
+  const size = Number(llama.sym.llama_state_seq_get_size_ext(ctx, seq, flags));
+  const out = new Uint8Array(size);
+  const n = Number(llama.sym.llama_state_seq_get_data_ext(ctx, out, BigInt(size), seq, flags));
+  if (n !== size) throw new Error(`llama.cpp wrote ${n} of ${size} bytes of sequence ${seq}`);
+  return out;
+}
+
+/** `seqStateSet` with `llama_state_seq_flags`; false when llama.cpp refuses the bytes. */
+export function seqStateSetExt(
+  llama: Llama,
+  ctx: ContextPtr,
+  seq: number,
+  data: Uint8Array,
+  flags: number,
+): boolean {
+  const copy = new Uint8Array(data);
+  return Number(
+    llama.sym.llama_state_seq_set_data_ext(ctx, copy, BigInt(copy.length), seq, flags),
+  ) >
+    0;
+}
+
+/** The smallest position `seq` still has cells for (-1 when empty); SWA caches drop old ones. */
+export function memorySeqPosMin(llama: Llama, mem: Pointer, seq: number): number {
+  return llama.sym.llama_memory_seq_pos_min(mem, seq);
+}
+
+/** How a model's memory can be trimmed: recurrent / hybrid state, sliding window (0 = none). */
+export type ModelMemoryKind = { recurrent: boolean; hybrid: boolean; nSwa: number };
+
+export function modelMemoryKind(llama: Llama, model: ModelPtr): ModelMemoryKind {
+  const s = llama.sym;
+  return {
+    recurrent: s.llama_model_is_recurrent(model),
+    hybrid: s.llama_model_is_hybrid(model),
+    nSwa: s.llama_model_n_swa(model),
+  };
+}
+
+/** Recurrent-state snapshots per sequence for partial rollback (`n_rs_seq`, 0 = none). */
+export function contextRsSeq(llama: Llama, ctx: ContextPtr): number {
+  return llama.sym.llama_n_rs_seq(ctx);
 }
 
 // ---------------------------------------------------------------- samplers

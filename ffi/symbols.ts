@@ -111,6 +111,8 @@ export const llamaSymbols = {
   llama_model_has_encoder: { parameters: [ptr], result: "bool" },
   llama_model_has_decoder: { parameters: [ptr], result: "bool" },
   llama_model_is_recurrent: { parameters: [ptr], result: "bool" },
+  llama_model_is_hybrid: { parameters: [ptr], result: "bool" },
+  llama_model_n_swa: { parameters: [ptr], result: "i32" },
 
   // batch and decode
   llama_batch_init: { parameters: ["i32", "i32", "i32"], result: batch.ffi },
@@ -136,6 +138,7 @@ export const llamaSymbols = {
   llama_memory_seq_pos_min: { parameters: [ptr, "i32"], result: "i32" },
   llama_memory_seq_pos_max: { parameters: [ptr, "i32"], result: "i32" },
   llama_memory_can_shift: { parameters: [ptr], result: "bool" },
+  llama_n_rs_seq: { parameters: [ptr], result: "u32" },
 
   // per-sequence state (prefix cache save/restore)
   llama_state_seq_get_size: { parameters: [ptr, "i32"], result: "usize" },
@@ -146,6 +149,10 @@ export const llamaSymbols = {
     parameters: [ptr, buf, "i32", buf, "usize", buf],
     result: "usize",
   },
+  // `flags`: LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY (1) saves only the SWA / recurrent part
+  llama_state_seq_get_size_ext: { parameters: [ptr, "i32", "u32"], result: "usize" },
+  llama_state_seq_get_data_ext: { parameters: [ptr, buf, "usize", "i32", "u32"], result: "usize" },
+  llama_state_seq_set_data_ext: { parameters: [ptr, buf, "usize", "i32", "u32"], result: "usize" },
 
   // vocab and tokenizer
   llama_vocab_type: { parameters: [ptr], result: "i32" },

@@ -13,6 +13,7 @@
 import { HEARTH_SAMPLING_DEFAULTS, type SamplingDefaults } from "../lib/engine/sampling.ts";
 import { Hono } from "hono";
 import { renderMetrics } from "../lib/engine/metrics.ts";
+import type { PromptCacheStats, TierStats } from "../lib/engine/prompt_cache.ts";
 import type { ServerState } from "./state.ts";
 
 export function opsRoutes(state: ServerState): Hono {
@@ -65,6 +66,8 @@ export function opsRoutes(state: ServerState): Hono {
         rejected: state.library?.rejected ?? [],
       },
       thread_stack_bytes: state.threadStacks ?? null,
+      // The prompt cache beyond the slots (--cache-ram, --cache-dir, --cache-disk).
+      prompt_cache: promptCacheProps(e.stats().promptCache, m.kvTrim),
       ...(state.pd ? { pd: state.pd() } : {}),
       devices: m.devices.map((d) => ({
         name: d.name,
@@ -88,6 +91,25 @@ export function opsRoutes(state: ServerState): Hono {
       ),
   );
   return app;
+}
+
+/** The prompt cache's tiers in /props (null when it is off). */
+function promptCacheProps(pc: PromptCacheStats | undefined, kvTrim: boolean) {
+  if (!pc) return null;
+  const tier = (t: TierStats) => ({
+    capacity_bytes: t.capacity,
+    bytes: t.bytes,
+    entries: t.entries,
+    hits: t.hits,
+    misses: t.misses,
+    tokens: t.tokens,
+  });
+  return {
+    ram: tier(pc.ram),
+    disk: pc.disk ? { ...tier(pc.disk), dir: pc.dir ?? null } : null,
+    // Models whose cache cannot be trimmed reuse whole states only (checkpoints).
+    checkpoints: !kvTrim,
+  };
 }
 
 function samplingProps(d: SamplingDefaults) {

@@ -38,6 +38,8 @@ const int = (min: number, max = Number.MAX_SAFE_INTEGER) =>
     z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`),
   );
 const text = z.string().min(1, "must not be empty");
+/** A size in GiB: 0, 4, 0.5. */
+const gib = z.string().regex(/^\d+(\.\d+)?$/, "must be a number of GiB").transform(Number);
 /** `auto` (fitted to memory at start-up, `lib/engine/fit.ts`) or an integer in range. */
 const intOrAuto = (min: number, max?: number) =>
   z.union([z.literal("auto"), int(min, max)], { error: "must be auto or an integer" });
@@ -49,6 +51,14 @@ const graphSizes = z.string().regex(
 
 /** `--graph-batch`'s default where the model sits on a GPU (the seed's). */
 export const GPU_GRAPH_BATCH = [1, 2, 4, 8, 16, 32];
+
+/** `--cache-disk`'s default where `--cache-dir` is given, in GiB. */
+export const DEFAULT_CACHE_DISK_GIB = 16;
+
+/** `--cache-ram`'s default: the smaller of 8 GiB and a quarter of the host's memory, in bytes. */
+export function defaultCacheRamBytes(totalMemBytes: number): number {
+  return Math.min(8 * 2 ** 30, Math.floor(totalMemBytes / 4));
+}
 
 /** One flag of `serve`, with its help line. */
 type FlagSpec = ArgvFlag<keyof ServeConfig> & { help: string };
@@ -70,6 +80,11 @@ export type ServeConfig = {
   /** `auto`: the longest context (up to the model's) that fits in memory. */
   maxSeqLen: number | "auto";
   maxQueue?: number;
+  /** Host-memory prompt cache in GiB; undefined: the smaller of 8 and a quarter of RAM; 0: off. */
+  cacheRam?: number;
+  /** The prompt cache's disk tier (off when undefined), bounded by `cacheDisk` GiB. */
+  cacheDir?: string;
+  cacheDisk?: number;
   /** Undefined: the default (`GPU_GRAPH_BATCH` on a GPU, off on a CPU); `[]`: off. */
   graphBatch?: number[];
   backendSampling: "auto" | "on" | "off";
@@ -174,6 +189,27 @@ export const FLAGS: FlagSpec[] = [
     schema: int(0, 1_000_000),
     meta: "N",
     help: "requests that may wait for a free sequence before 503 (8 x --max-batch)",
+  },
+  {
+    key: "cacheRam",
+    names: ["--cache-ram"],
+    schema: gib,
+    meta: "GIB",
+    help: "prompt cache in host memory (min(8, RAM/4)); 0 = off",
+  },
+  {
+    key: "cacheDir",
+    names: ["--cache-dir"],
+    schema: text,
+    meta: "DIR",
+    help: "prompt cache on disk too (survives restarts; bounded by --cache-disk)",
+  },
+  {
+    key: "cacheDisk",
+    names: ["--cache-disk"],
+    schema: gib.pipe(z.number().positive("must be more than 0")),
+    meta: "GIB",
+    help: `bound of the disk prompt cache (${DEFAULT_CACHE_DISK_GIB}); needs --cache-dir`,
   },
   {
     key: "graphBatch",
@@ -366,6 +402,9 @@ function mostSequences(c: ServeConfig): number {
  * so an unsupported request is refused loudly instead of being ignored.
  */
 export function unsupportedFlag(c: ServeConfig): string | undefined {
+  if (c.cacheDisk !== undefined && !c.cacheDir) {
+    return "--cache-disk bounds the disk prompt cache: it needs --cache-dir DIR";
+  }
   if (c.graphBatch?.length) {
     try {
       graphBatchLayout(c.graphBatch, mostSequences(c));

@@ -12,6 +12,7 @@
  * @module
  */
 import { emptyStats, type EngineStats } from "./scheduler.ts";
+import type { TierStats } from "./prompt_cache.ts";
 
 /** Event-channel counters (the HTTP layer reads them from the fan-out). */
 export type ChannelCounters = {
@@ -118,6 +119,47 @@ export function renderMetrics(
     "",
     Math.round(s.kvUsage * 1e6) / 1e6,
   ]]);
+  // Where reused prompt prefixes came from: the KV a slot still held, or the prompt cache's tiers.
+  const pc = s.promptCache;
+  const tiers: [string, TierStats][] = pc
+    ? [["ram", pc.ram], ...(pc.disk ? [["disk", pc.disk] as [string, TierStats]] : [])]
+    : [];
+  metric(
+    "hearth_prompt_cache_hits",
+    "counter",
+    "Requests whose prompt prefix was reused, by where it was kept (slot, ram, disk).",
+    [
+      ['tier="slot"', s.slotHits],
+      ...tiers.map(([t, x]): [string, number] => [`tier="${t}"`, x.hits]),
+    ],
+  );
+  metric(
+    "hearth_prompt_cache_misses",
+    "counter",
+    "Requests of at least the cache's minimum length whose prefix no tier held.",
+    tiers.map(([t, x]): [string, number] => [`tier="${t}"`, x.misses]),
+  );
+  metric(
+    "hearth_prompt_cache_bytes",
+    "gauge",
+    "Bytes of KV states the prompt cache holds, by tier.",
+    tiers.map(([t, x]): [string, number] => [`tier="${t}"`, x.bytes]),
+  );
+  metric(
+    "hearth_prompt_cache_entries",
+    "gauge",
+    "KV states the prompt cache holds, by tier.",
+    tiers.map(([t, x]): [string, number] => [`tier="${t}"`, x.entries]),
+  );
+  metric(
+    "hearth_prompt_cache_tokens_total",
+    "counter",
+    "Prompt tokens reused instead of computed, by where they were kept.",
+    [
+      ['tier="slot"', s.slotTokens],
+      ...tiers.map(([t, x]): [string, number] => [`tier="${t}"`, x.tokens]),
+    ],
+  );
   if (channel) {
     metric("hearth_event_listeners", "gauge", "Open /api/events and /ws listeners.", [[
       "",

@@ -28,6 +28,8 @@ import {
   memory,
   type ModelInfo,
   modelInfo,
+  type ModelMemoryKind,
+  modelMemoryKind,
   modelMeta,
   type ModelPtr,
   modelVocab,
@@ -126,6 +128,11 @@ export type EngineModel = {
   fit?: Fit;
   /** What a request that names no sampling field gets (the model's own, else Hearth's). */
   samplingDefaults?: SamplingDefaults;
+  /**
+   * Whether llama.cpp can cut a sequence's cache back to any shorter prefix: not for recurrent,
+   * hybrid or sliding-window models, whose states are then reused only whole (checkpoints).
+   */
+  kvTrim: boolean;
 };
 
 /** Whether the GGUF has NextN blocks with their tensors (a file without them aborts llama.cpp). */
@@ -221,6 +228,7 @@ export async function loadEngineModel(o: LoadOptions): Promise<EngineModel> {
       graphBatch: graph,
       fit,
       samplingDefaults: modelSamplingDefaults((key) => modelMeta(llama, model, key)),
+      kvTrim: canTrim(modelMemoryKind(llama, model)),
       path: o.path,
       threadpool: pool,
       mtp,
@@ -230,6 +238,11 @@ export async function loadEngineModel(o: LoadOptions): Promise<EngineModel> {
     freeModel(llama, model);
     throw e;
   }
+}
+
+/** Whether a model's memory can be cut back to any prefix (see `EngineModel.kvTrim`). */
+export function canTrim(k: ModelMemoryKind): boolean {
+  return !k.recurrent && !k.hybrid && k.nSwa === 0;
 }
 
 export function unloadEngineModel(m: EngineModel): void {

@@ -76,6 +76,13 @@ import {
   settle,
 } from "./mtp_heads.ts";
 import { endText, newTextStream, pushPiece, type TextStream } from "./text_stream.ts";
+import {
+  type CacheHit,
+  openPromptCache,
+  type PromptCache,
+  type PromptCacheOptions,
+  type PromptCacheStats,
+} from "./prompt_cache.ts";
 
 const NO_DRAFTS: number[] = [];
 export type GenRequest = {
@@ -242,6 +249,13 @@ export type EngineStats = {
   graphPaddedStepsTotal: number;
   graphPaddingRowsTotal: number;
   /**
+   * Prompt reuse: requests whose prefix came from the KV a slot still held (`slotHits`, tokens
+   * in `slotTokens`), and the prompt cache's tiers (`promptCache`, when it is on).
+   */
+  slotHits: number;
+  slotTokens: number;
+  promptCache?: PromptCacheStats;
+  /**
    * Where the loop's time went since start, in ms: `decode` (llama_decode), `sample` (sampling,
    * detokenizing, stop strings, events), `io` (waits for a slot that a cancelled request has not
    * freed yet), `other` (`onStep`, exclusive work, admission, batch packing, prompt scoring).
@@ -265,6 +279,8 @@ export function emptyStats(): EngineStats {
     remotePrefillRefusedTotal: 0,
     graphPaddedStepsTotal: 0,
     graphPaddingRowsTotal: 0,
+    slotHits: 0,
+    slotTokens: 0,
     loopMs: { decode: 0, sample: 0, io: 0, other: 0 },
   };
 }
@@ -323,6 +339,11 @@ type Seq = {
   promptRows?: { row: number; from: number; count: number };
   budget?: BudgetState;
   print?: Set<number>;
+  /**
+   * Models whose cache cannot be trimmed: the prompt position at which the prefill pauses so
+   * the slot's state is kept as a checkpoint (0: none).
+   */
+  checkpointAt: number;
 };
 
 /**
@@ -358,7 +379,23 @@ export type SchedulerOptions = {
    * before its consumer sees a token or can cancel.
    */
   onStep?: () => Promise<void> | void;
+  /**
+   * The prompt cache beyond the slots (`--cache-ram`, `--cache-dir`, `--cache-disk`): a slot's
+   * KV is saved there before another request takes the slot, and restored when a later prompt
+   * shares its prefix. Off when absent.
+   */
+  promptCache?: PromptCacheOptions;
+  /**
+   * The fewest tokens worth saving or restoring (and the fewest a slot's reuse must throw away
+   * before its state is saved): a state copy costs about as much as computing a few tokens.
+   */
+  cacheMinTokens?: number;
+  /** Called when the prompt cache finished writing a state to disk (stats changed). */
+  onCacheWritten?: () => void;
 };
+
+/** Tokens before the end of a prompt at which a model that cannot trim its cache checkpoints. */
+const CHECKPOINT_TAIL = 4;
 
 export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): LocalScheduler {
   const budget = Math.min(opts.stepBudget ?? m.nBatch, m.nBatch);
@@ -390,6 +427,14 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Lo
   const backendSampling = (opts.backendSampling ?? onAccelerator(m.devices)) && draftTokens === 0;
   let looping = false;
   let idleWaiters: (() => void)[] = [];
+  const cache: PromptCache | undefined = opts.promptCache &&
+      (opts.promptCache.ramBytes > 0 || opts.promptCache.dir)
+    ? openPromptCache({ ...opts.promptCache, onWritten: opts.onCacheWritten })
+    : undefined;
+  const cacheMin = Math.max(1, opts.cacheMinTokens ?? 256);
+  // Recurrent, hybrid and sliding-window caches cannot be cut back to a shorter prefix: there a
+  // state is reused only whole, so the cache keeps checkpoints of prompts' prefixes.
+  const exact = !m.kvTrim;
 
   function submit(req: GenRequest): AsyncIterable<GenEvent> {
     const ch = newChannel<GenEvent>(() => wakeLoop());
@@ -434,6 +479,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Lo
           },
         }
         : {}),
+      checkpointAt: 0,
       ...(req.logprobs !== undefined ? { tokens: [] } : {}),
       ...(req.promptLogprobs !== undefined
         ? { promptLogprobs: new Array<TokenLogprob | null>(req.prompt.length).fill(null) }
@@ -626,10 +672,14 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Lo
       // Keep the shared prefix, but always recompute at least the last prompt token: its logits
       // are what the first sample needs.
       let keep = seq.promptLogprobs ? 0 : Math.min(common, seq.req.prompt.length - 1);
+      // A cache that cannot be cut back is reused only when the slot holds nothing past the prefix.
+      if (exact && keep < slotTokens[slot].length) keep = 0;
       const kv = seq.req.kv;
       if (kv && !seq.promptLogprobs && kv.tokens > keep) {
+        stash(slot, 0);
         loadRemoteKv(seq, kv);
       } else {
+        keep = reuse(seq, keep);
         if (keep > 0 && !memorySeqRm(m.llama, m.mem, slot, keep, -1)) keep = 0;
         if (keep === 0) clearSlot(slot);
         else if (heads) {
@@ -640,11 +690,90 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Lo
         seq.fed = keep;
         seq.pos = keep;
         seq.cached = keep;
+        if (exact && cache) {
+          const at = seq.req.prompt.length - CHECKPOINT_TAIL;
+          if (at - keep >= cacheMin && !seq.req.exportKv) seq.checkpointAt = at;
+        }
       }
       // Batch rows must go in ascending sequence id: llama.cpp then packs one step's tokens
       // into a single ubatch (descending ids split it into one ubatch per sequence, ~4x slower).
       const at = running.findIndex((r) => r.slot > slot);
       running.splice(at < 0 ? running.length : at, 0, seq);
+    }
+  }
+
+  /**
+   * Where a new sequence's prefix comes from: the slot it took (`keep` tokens of it), or the
+   * prompt cache's entry sharing a longer prefix, restored into the slot. The slot's own cells
+   * are saved to the cache first when the new sequence would throw enough of them away. Returns
+   * the prompt tokens the slot now holds for the sequence.
+   */
+  function reuse(seq: Seq, keep: number): number {
+    const { prompt } = seq.req;
+    const slot = seq.slot;
+    const counted = prompt.length >= cacheMin;
+    if (!cache || seq.promptLogprobs) {
+      if (keep > 0 && counted) slotHit(keep);
+      return keep;
+    }
+    const hit = counted ? cache.find(prompt, { limit: prompt.length - 1, exact }) : undefined;
+    if (hit && hit.common >= keep + cacheMin) {
+      stash(slot, keep);
+      const restored = restore(slot, hit);
+      cache.count(hit, restored);
+      return restored;
+    }
+    stash(slot, keep);
+    if (keep > 0 && counted) slotHit(keep);
+    else if (counted) cache.count(undefined, 0);
+    return keep;
+  }
+
+  function slotHit(tokens: number): void {
+    stats.slotHits++;
+    stats.slotTokens += tokens;
+  }
+
+  /**
+   * Saves what slot `slot` holds to the prompt cache, unless a request keeping its first `keep`
+   * tokens would throw away too little of it to matter, or the cache has it already.
+   */
+  function stash(slot: number, keep: number): void {
+    const toks = slotTokens[slot];
+    if (!cache || toks.length - keep < cacheMin) return;
+    if (cache.covers(toks, exact)) return;
+    try {
+      cache.put(Int32Array.from(toks), seqStateGet(m.llama, m.ctx, slot), exact);
+    } catch (e) {
+      console.error(`hearth: prompt cache: could not save a slot: ${(e as Error).message}`);
+    }
+  }
+
+  /** Loads a cache entry into `slot`; returns the prompt tokens it serves (0: refused). */
+  function restore(slot: number, hit: CacheHit): number {
+    const got = cache!.take(hit.id);
+    clearSlot(slot);
+    if (
+      got && seqStateSet(m.llama, m.ctx, slot, got.state) &&
+      memorySeqPosMax(m.llama, m.mem, slot) === got.tokens.length - 1
+    ) {
+      slotTokens[slot] = Array.from(got.tokens);
+      if (heads) heads.hLast[slot].fill(0); // the MTP context has none of these cells
+      return hit.common;
+    }
+    // Another layout or a damaged state: llama.cpp refused it, so nobody gets it again.
+    clearSlot(slot);
+    cache!.drop(hit.id);
+    return 0;
+  }
+
+  /** Keeps checkpoints of the prefills that paused for one (models that cannot trim). */
+  function takeCheckpoints(): void {
+    for (const seq of running) {
+      if (seq.checkpointAt > 0 && seq.fed === seq.checkpointAt) {
+        seq.checkpointAt = 0;
+        stash(seq.slot, 0);
+      }
     }
   }
 
@@ -742,7 +871,12 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Lo
       const left = seq.req.prompt.length - seq.fed;
       if (left <= 0 || prefillBudget <= 0) continue;
       const scored = seq.promptLogprobs !== undefined;
-      const take = Math.min(left, prefillBudget, scored ? PROMPT_LOGIT_ROWS : Infinity);
+      const take = Math.min(
+        left,
+        prefillBudget,
+        scored ? PROMPT_LOGIT_ROWS : Infinity,
+        seq.checkpointAt > seq.fed ? seq.checkpointAt - seq.fed : Infinity,
+      );
       prefillBudget -= take;
       if (scored) seq.promptRows = { row: n, from: seq.fed, count: take };
       for (let k = 0; k < take; k++) {
@@ -1006,6 +1140,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Lo
           }
         }
         scorePrompts();
+        if (exact && cache) takeCheckpoints();
         mark("other");
         sampleAll();
         mark("sample");
@@ -1061,6 +1196,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Lo
       waiting: waiting.length,
       kvUsage: kvUsage(),
       ...stats,
+      ...(cache ? { promptCache: cache.stats() } : {}),
       loopMs: { ...loopMs },
     }),
     idle: () =>

@@ -48,7 +48,7 @@ export type WorkerEngine = Scheduler & {
 
 export async function startWorkerEngine(
   m: EngineModel,
-  opts: Omit<SchedulerOptions, "draft" | "onStep"> = {},
+  opts: Omit<SchedulerOptions, "draft" | "onStep" | "onCacheWritten"> = {},
 ): Promise<WorkerEngine> {
   const worker = new Worker(new URL("./worker_thread.ts", import.meta.url), { type: "module" });
   const control = new SharedArrayBuffer(4);
@@ -81,6 +81,7 @@ export async function startWorkerEngine(
       switch (msg.type) {
         case "ready":
           threadStack = msg.stackBytes;
+          stats = msg.stats as EngineStats;
           resolve();
           return;
         case "events":
@@ -96,6 +97,9 @@ export async function startWorkerEngine(
           stats = msg.stats as EngineStats;
           paused.get(msg.id)?.();
           paused.delete(msg.id);
+          return;
+        case "stats":
+          stats = msg.stats as EngineStats;
           return;
         case "synced":
           stats = msg.stats as EngineStats;

@@ -32,7 +32,7 @@ export type ToWorker =
   | {
     type: "init";
     handles: ModelHandles;
-    opts: Omit<SchedulerOptions, "draft" | "onStep">;
+    opts: Omit<SchedulerOptions, "draft" | "onStep" | "onCacheWritten">;
     control: SharedArrayBuffer;
   }
   | { type: "submit"; id: number; req: Omit<GenRequest, "signal"> }
@@ -43,7 +43,9 @@ export type ToWorker =
 
 /** Worker -> main. `stats` rides along so the main thread's `stats()` stays current. */
 export type FromWorker =
-  | { type: "ready"; stackBytes: number }
+  | { type: "ready"; stackBytes: number; stats: unknown }
+  /** The prompt cache wrote a state to disk while nothing else was posted. */
+  | { type: "stats"; stats: unknown }
   | { type: "events"; batch: [number, GenEvent][]; ended: number[]; stats: unknown }
   | { type: "paused"; id: number; stats: unknown }
   | { type: "synced"; id: number; stats: unknown };
@@ -122,8 +124,9 @@ function handle(msg: ToWorker): void {
       engine = createScheduler(modelFromHandles(msg.handles), {
         ...msg.opts,
         onStep,
+        onCacheWritten: () => post({ type: "stats", stats: engine!.stats() }),
       });
-      post({ type: "ready", stackBytes: threadStackBytes() });
+      post({ type: "ready", stackBytes: threadStackBytes(), stats: engine.stats() });
       return;
     }
     case "submit": {
