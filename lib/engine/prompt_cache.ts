@@ -131,6 +131,35 @@ export function encodeEntry(
   return out;
 }
 
+/**
+ * Writes what `encodeEntry` would, without copying the state into one more buffer (a 30k-token
+ * state is hundreds of MiB, and the copy would run on the decode loop's thread).
+ */
+async function writeEntry(
+  path: string,
+  fingerprint: string,
+  tokens: Int32Array,
+  state: Uint8Array,
+): Promise<void> {
+  const header = new TextEncoder().encode(
+    JSON.stringify({ fingerprint, tokens: tokens.length, stateBytes: state.length }),
+  );
+  const head = new Uint8Array(8 + header.length);
+  head.set(new TextEncoder().encode(MAGIC), 0);
+  new DataView(head.buffer).setUint32(4, header.length, true);
+  head.set(header, 8);
+  const toks = new Uint8Array(tokens.buffer, tokens.byteOffset, tokens.length * 4);
+  const f = await Deno.open(path, { write: true, create: true, truncate: true });
+  try {
+    for (const part of [head, toks, state]) {
+      let at = 0;
+      while (at < part.length) at += await f.write(part.subarray(at));
+    }
+  } finally {
+    f.close();
+  }
+}
+
 /** Reads a cache file's header and tokens (and its state with `withState`); throws when bad. */
 export function decodeEntry(
   bytes: Uint8Array,
@@ -332,7 +361,7 @@ export function openPromptCache(o: PromptCacheOptions): PromptCache {
       if (!entries.has(e.id)) return; // dropped (superseded) before its turn
       const file = `${folder}/${crypto.randomUUID()}${FILE_EXT}`;
       try {
-        await Deno.writeFile(`${file}.tmp`, encodeEntry(o.fingerprint, e.tokens, state));
+        await writeEntry(`${file}.tmp`, o.fingerprint, e.tokens, state);
         await Deno.rename(`${file}.tmp`, file);
       } catch (err) {
         console.error(`hearth: prompt cache: could not write ${file}: ${(err as Error).message}`);
