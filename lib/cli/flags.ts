@@ -453,6 +453,7 @@ export function helpText(): string {
     "       hearth make-model --preset tiny|small|1b --out PATH [--embedding] [--dtype f32|f16|q8_0]",
     "                         [--seed N] [--chat-format llama3|hermes|mistral|qwen3-coder]",
     "                         [--reply-length N] (the random model ends replies after ~N tokens)",
+    "                         [--arch gemma2|lfm2] [--sliding-window N] (sliding-window or hybrid)",
     "",
     "Flags of serve:",
     ...rows,

@@ -1,7 +1,7 @@
 /**
  * Flags of `make-model`: `--preset tiny|small --out PATH [--embedding] [--dtype f32|f16|q8_0]
  * [--seed N] [--chat-format llama3|hermes|mistral|qwen3-coder] [--reply-length N] [--mtp-layers 1]
- * [--context-length N]`,
+ * [--context-length N] [--arch llama|gemma2|lfm2] [--sliding-window N]`,
  * validated with Zod like the serve flags.
  *
  * @example
@@ -13,6 +13,7 @@
  */
 import { z } from "zod";
 import { CHAT_FORMATS } from "../gguf/chat_formats.ts";
+import { ARCH_VARIANTS } from "../gguf/arch_variants.ts";
 
 const schema = z.strictObject({
   preset: z.enum(["tiny", "small", "1b"], "--preset must be tiny, small or 1b"),
@@ -29,6 +30,11 @@ const schema = z.strictObject({
     .optional(),
   contextLength: z.string().regex(/^\d+$/, "--context-length must be a whole number of tokens")
     .transform(Number).refine((n) => n >= 16 && n < 2 ** 32, "--context-length must be 16..2^32-1")
+    .optional(),
+  arch: z.enum(["llama", ...ARCH_VARIANTS], `--arch must be llama, ${ARCH_VARIANTS.join(", ")}`)
+    .optional(),
+  slidingWindow: z.string().regex(/^\d+$/, "--sliding-window must be a whole number of tokens")
+    .transform(Number).refine((n) => n >= 1 && n < 2 ** 32, "--sliding-window must be 1..2^32-1")
     .optional(),
 });
 
@@ -49,6 +55,7 @@ export function parseMakeModelArgs(
       "reply-length": "replyLength",
       "mtp-layers": "mtpLayers",
       "context-length": "contextLength",
+      "sliding-window": "slidingWindow",
     };
     const key = camel[flag] ?? flag;
     if (
@@ -62,6 +69,8 @@ export function parseMakeModelArgs(
         "replyLength",
         "mtpLayers",
         "contextLength",
+        "arch",
+        "slidingWindow",
       ]
         .includes(key) ||
       !name.startsWith("--") || Object.values(camel).includes(flag)
@@ -78,5 +87,8 @@ export function parseMakeModelArgs(
   }
   const r = schema.safeParse(raw);
   if (!r.success) return { ok: false, message: `make-model: ${r.error.issues[0].message}` };
+  if (r.data.slidingWindow !== undefined && (r.data.arch ?? "llama") === "llama") {
+    return { ok: false, message: "make-model: --sliding-window needs --arch gemma2 or lfm2" };
+  }
   return { ok: true, options: r.data };
 }

@@ -56,3 +56,10 @@ export {
   type PresetName,
   PRESETS,
 } from "./presets.ts";
+export {
+  ARCH_VARIANTS,
+  type ArchVariant,
+  DEFAULT_SLIDING_WINDOW,
+  lfm2IsAttention,
+  SHORTCONV_L_CACHE,
+} from "./arch_variants.ts";

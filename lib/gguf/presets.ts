@@ -51,6 +51,7 @@ import { type TensorSpec, writeGguf } from "./writer.ts";
 import { applyChatFormat, CHAT_FORMATS, type ChatFormatName } from "./chat_formats.ts";
 import { endOfTurnIds, planReplyLength } from "./reply_length.ts";
 import { makeMtpModel } from "./mtp.ts";
+import { type ArchVariant, makeArchVariantModel } from "./arch_variants.ts";
 
 /** Names of the built-in presets. */
 export type PresetName = "tiny" | "small" | "1b";
@@ -162,6 +163,14 @@ export type MakeModelOptions = {
    * x 32 sequences cannot fit in memory tests `--max-seq-len auto` (`lib/engine/fit.ts`).
    */
   contextLength?: number;
+  /**
+   * Write another llama.cpp architecture with the preset's shapes and tokenizer: `gemma2`
+   * (sliding-window attention) or `lfm2` (hybrid short-convolution + attention). See
+   * `arch_variants.ts`. Default `llama`.
+   */
+  arch?: "llama" | ArchVariant;
+  /** The attention window of an `arch` variant (`gemma2` default 32; `lfm2` has none unless set). */
+  slidingWindow?: number;
 };
 
 /** What {@linkcode makeModel} wrote. */
@@ -336,7 +345,7 @@ function f32Bytes(src: Float32Array, out: Uint8Array): Uint8Array {
 }
 
 /** Chunks of encoded data for one tensor; buffers are reused between chunks. */
-function* tensorChunks(t: PlannedTensor, seed: number): Generator<Uint8Array> {
+export function* tensorChunks(t: PlannedTensor, seed: number): Generator<Uint8Array> {
   const total = elementCount(t.dims);
   const values = new Float32Array(Math.min(CHUNK, total));
   const bytes = new Uint8Array(values.length * 4);
@@ -390,6 +399,10 @@ export async function makeModel(opts: MakeModelOptions): Promise<MakeModelResult
     opts.chatFormat !== undefined && !(CHAT_FORMATS as readonly string[]).includes(opts.chatFormat)
   ) {
     throw new Error(`unknown chat format "${opts.chatFormat}" (${CHAT_FORMATS.join(", ")})`);
+  }
+  if (opts.arch !== undefined && opts.arch !== "llama") return makeArchVariantModel(opts);
+  if (opts.slidingWindow !== undefined) {
+    throw new Error("slidingWindow needs an arch variant (gemma2 or lfm2)");
   }
   if (opts.mtpLayers) return makeMtpModel(opts);
   const seed = opts.seed ?? DEFAULT_SEED;
