@@ -386,7 +386,7 @@ async function serve(argv: string[]): Promise<void> {
           : ""),
     );
     if (model.fit) console.error(`hearth: context: ${describeFit(model.fit)}`);
-    console.error(`hearth: prompt cache: ${describePromptCache(promptCache, model.kvTrim)}`);
+    console.error(`hearth: prompt cache: ${describePromptCache(promptCache, model.stateTrim)}`);
   } catch (e) {
     state.loadError = (e as Error).message;
     await Promise.all([server.shutdown(), uiServer?.shutdown()]);

@@ -67,7 +67,7 @@ export function opsRoutes(state: ServerState): Hono {
       },
       thread_stack_bytes: state.threadStacks ?? null,
       // The prompt cache beyond the slots (--cache-ram, --cache-dir, --cache-disk).
-      prompt_cache: promptCacheProps(e.stats().promptCache, m.kvTrim),
+      prompt_cache: promptCacheProps(e.stats().promptCache, m.stateTrim),
       ...(state.pd ? { pd: state.pd() } : {}),
       devices: m.devices.map((d) => ({
         name: d.name,

@@ -16,7 +16,7 @@ import { modelFingerprint } from "../lib/engine/pd.ts";
 import { inProcessScheduler } from "../lib/engine/in_process.ts";
 import type { GenEvent, GenRequest } from "../lib/engine/scheduler.ts";
 import { defaultSampling } from "../lib/engine/sampling.ts";
-import { tinyModelPath } from "./support/models.ts";
+import { cachedTinyModel, tinyModelPath } from "./support/models.ts";
 import { startServer } from "./support/server.ts";
 
 const toks = (...xs: number[]) => Int32Array.from(xs);
@@ -220,6 +220,36 @@ Deno.test({
     assert.ok(engine.stats().slotHits >= 1);
   },
 });
+
+for (const arch of ["lfm2", "gemma2"] as const) {
+  Deno.test({
+    name: `prompt cache checkpoints (${arch}): a model whose restored states cannot be cut back ` +
+      "reuses the checkpoint its last prompt left, with the output of computing it all",
+    sanitizeResources: false,
+    async fn() {
+      // F32 weights: logits of the same text in other batch shapes then differ by ~0.003 only.
+      const path = await cachedTinyModel(arch, ["arch_variants.ts", "presets.ts"], { arch });
+      const m = await loadEngineModel({ path, maxBatch: 1, maxSeqLen: 1024, threads: 2 });
+      assert.equal(m.stateTrim, false);
+      assert.equal(m.kvTrim, arch === "gemma2", "a hybrid's live cache cannot be cut back either");
+      const engine = inProcessScheduler(m, {
+        promptCache: { ramBytes: 1 << 30, fingerprint: arch },
+      });
+      const a = randomTokens(600, 21);
+      await run(engine, a);
+      // The prefill paused 4 tokens before the end to keep a checkpoint there.
+      assert.equal(engine.stats().promptCache!.ram.entries, 1);
+      await run(engine, randomTokens(600, 22)); // takes the only slot
+      const turn2 = [...a, ...randomTokens(40, 23)];
+      const restored = await run(engine, turn2);
+      assert.equal(restored.done.cachedTokens, 596);
+      assert.equal(engine.stats().promptCache!.ram.hits, 1);
+      const plain = await run(inProcessScheduler(m), turn2);
+      assert.equal(plain.done.cachedTokens, 0);
+      assert.equal(restored.text, plain.text, "the checkpoint gives the same greedy output");
+    },
+  });
+}
 
 Deno.test({
   name: "prompt cache on disk: survives a server restart; another KV type is a miss, not a crash",

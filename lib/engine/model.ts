@@ -129,10 +129,17 @@ export type EngineModel = {
   /** What a request that names no sampling field gets (the model's own, else Hearth's). */
   samplingDefaults?: SamplingDefaults;
   /**
-   * Whether llama.cpp can cut a sequence's cache back to any shorter prefix: not for recurrent,
-   * hybrid or sliding-window models, whose states are then reused only whole (checkpoints).
+   * Whether llama.cpp can cut a live sequence's cache back to any shorter prefix: not for
+   * recurrent or hybrid models (sliding-window ones can, as Hearth keeps llama.cpp's default
+   * full-size SWA cache).
    */
   kvTrim: boolean;
+  /**
+   * Whether a state restored from `llama_state_seq_get_data` can be cut back too: not where
+   * `kvTrim` is false, nor for sliding-window models (the state keeps only the window's last
+   * positions). Where it cannot, the prompt cache reuses states only whole (checkpoints).
+   */
+  stateTrim: boolean;
 };
 
 /** Whether the GGUF has NextN blocks with their tensors (a file without them aborts llama.cpp). */
@@ -228,7 +235,7 @@ export async function loadEngineModel(o: LoadOptions): Promise<EngineModel> {
       graphBatch: graph,
       fit,
       samplingDefaults: modelSamplingDefaults((key) => modelMeta(llama, model, key)),
-      kvTrim: canTrim(modelMemoryKind(llama, model)),
+      ...trimKinds(modelMemoryKind(llama, model)),
       path: o.path,
       threadpool: pool,
       mtp,
@@ -240,9 +247,10 @@ export async function loadEngineModel(o: LoadOptions): Promise<EngineModel> {
   }
 }
 
-/** Whether a model's memory can be cut back to any prefix (see `EngineModel.kvTrim`). */
-export function canTrim(k: ModelMemoryKind): boolean {
-  return !k.recurrent && !k.hybrid && k.nSwa === 0;
+/** What of a model's memory can be cut back (see `EngineModel.kvTrim` and `stateTrim`). */
+export function trimKinds(k: ModelMemoryKind): { kvTrim: boolean; stateTrim: boolean } {
+  const kvTrim = !k.recurrent && !k.hybrid;
+  return { kvTrim, stateTrim: kvTrim && k.nSwa === 0 };
 }
 
 export function unloadEngineModel(m: EngineModel): void {

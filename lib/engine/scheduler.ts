@@ -432,9 +432,11 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Lo
     ? openPromptCache({ ...opts.promptCache, onWritten: opts.onCacheWritten })
     : undefined;
   const cacheMin = Math.max(1, opts.cacheMinTokens ?? 256);
-  // Recurrent, hybrid and sliding-window caches cannot be cut back to a shorter prefix: there a
-  // state is reused only whole, so the cache keeps checkpoints of prompts' prefixes.
-  const exact = !m.kvTrim;
+  // Recurrent and hybrid caches cannot be cut back to a shorter prefix, and restored states of
+  // sliding-window ones neither: there a state is reused only whole (`exact`), so the cache
+  // keeps checkpoints of prompts' prefixes.
+  const exact = !m.stateTrim;
+  const liveTrim = m.kvTrim;
 
   function submit(req: GenRequest): AsyncIterable<GenEvent> {
     const ch = newChannel<GenEvent>(() => wakeLoop());
@@ -673,7 +675,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Lo
       // are what the first sample needs.
       let keep = seq.promptLogprobs ? 0 : Math.min(common, seq.req.prompt.length - 1);
       // A cache that cannot be cut back is reused only when the slot holds nothing past the prefix.
-      if (exact && keep < slotTokens[slot].length) keep = 0;
+      if (!liveTrim && keep < slotTokens[slot].length) keep = 0;
       const kv = seq.req.kv;
       if (kv && !seq.promptLogprobs && kv.tokens > keep) {
         stash(slot, 0);
