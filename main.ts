@@ -304,6 +304,12 @@ async function serve(argv: string[]): Promise<void> {
     surfaces.fanout.closeAll();
     await Promise.all([agents?.close(), video?.close(), mcp?.close()]);
     await Promise.all([server.shutdown(), uiServer?.shutdown()]);
+    // Prompt-cache states on their way to --cache-dir are for the next start: let them land
+    // (bounded, so a slow disk cannot hold the exit).
+    await Promise.race([
+      state.engine?.flushCache?.(),
+      new Promise((r) => setTimeout(r, 30_000)),
+    ]);
     // Queued chat-log lines belong to replies already sent; write them before leaving.
     await state.chatLog?.flush();
     Deno.exit(0);

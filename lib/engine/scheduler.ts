@@ -294,6 +294,8 @@ export type Scheduler = {
   idle(): Promise<void>;
   /** Runs `fn` between decode steps, so it never overlaps a `llama_decode` of this engine. */
   exclusive<T>(fn: () => Promise<T> | T): Promise<T>;
+  /** Resolves once every prompt-cache state saved so far is on disk (at once without a disk tier). */
+  flushCache?(): Promise<void>;
 };
 
 /**
@@ -1193,6 +1195,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Lo
     submit,
     submitTo,
     exclusive,
+    flushCache: () => cache?.flushed() ?? Promise.resolve(),
     stats: () => ({
       running: running.length,
       waiting: waiting.length,

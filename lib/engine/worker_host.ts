@@ -151,12 +151,21 @@ export async function startWorkerEngine(
     if (streams.size) return idle();
   }
 
+  function flushCache(): Promise<void> {
+    const id = nextId++;
+    return new Promise<void>((r) => {
+      synced.set(id, r);
+      send({ type: "flush", id });
+    });
+  }
+
   return {
     model: m,
     submit,
     exclusive,
     stats: () => stats,
     idle,
+    flushCache,
     close: () => worker.terminate(),
     get threadStackBytes() {
       return threadStack;

@@ -39,7 +39,9 @@ export type ToWorker =
   | { type: "cancel"; id: number }
   | { type: "pause"; id: number }
   | { type: "resume"; id: number }
-  | { type: "sync"; id: number };
+  | { type: "sync"; id: number }
+  /** Answered with `synced` once the prompt cache's disk writes so far are done. */
+  | { type: "flush"; id: number };
 
 /** Worker -> main. `stats` rides along so the main thread's `stats()` stays current. */
 export type FromWorker =
@@ -160,6 +162,11 @@ function handle(msg: ToWorker): void {
     case "resume":
       resumes.get(msg.id)?.();
       resumes.delete(msg.id);
+      return;
+    case "flush":
+      engine!.flushCache!().then(() =>
+        post({ type: "synced", id: msg.id, stats: engine!.stats() })
+      );
       return;
     case "sync":
       engine!.idle().then(() => {
