@@ -304,12 +304,11 @@ export async function probePrefill(
       { session: -1, turn: i },
       headers,
     );
-    if (r.error || r.ttftMs === null) throw new Error(`prefill probe failed: ${r.error}`);
-    const p = {
-      promptTokens: r.newTokens,
-      ttftMs: r.ttftMs,
-      tokensPerSecond: r.newTokens / (r.ttftMs / 1000),
-    };
+    if (r.error) throw new Error(`prefill probe failed: ${r.error}`);
+    // A single token can be text-less (part of a UTF-8 character): then the whole request, which
+    // is the prefill and one decode step, stands for its TTFT.
+    const ms = r.ttftMs ?? r.totalMs;
+    const p = { promptTokens: r.newTokens, ttftMs: ms, tokensPerSecond: r.newTokens / (ms / 1000) };
     if (i > 0 && (!best || p.tokensPerSecond > best.tokensPerSecond)) best = p;
   }
   return best!;
