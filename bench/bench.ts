@@ -32,6 +32,7 @@ import {
   type Llama,
   loadModel,
   type ModelPtr,
+  modelVocab,
   newBatch,
   newContext,
   openLlama,
@@ -42,9 +43,12 @@ import {
   samplerSample,
   setBatchSize,
   type Threadpool,
+  vocabInfo,
 } from "../ffi/mod.ts";
+import { buildSamplerChain } from "../lib/engine/sampling.ts";
+import { toSampling } from "../routes/openai_common.ts";
 import { startServer } from "../tools/server_process.ts";
-import { benchModel } from "./support/models.ts";
+import { BENCH_PRESETS, benchModel } from "./support/models.ts";
 import { BENCH_SCHEMA } from "./schema.ts";
 import { type SpeculativeRow, speculativeRows } from "./speculative.ts";
 import {
@@ -76,6 +80,13 @@ options of the inference benchmark:
   --max-batch N         server sequences and llama-server -np (default 32)
   --max-seq-len N       context per sequence (default prompt+gen+1 rounded up to 64)
   --peer                also measure llama.cpp's llama-server (built once, ~5 min on 2 cores)
+  --presets LIST        with --peer: the presets of the paired rows (default small,tiny)
+  --modes LIST          with --peer: their sampling, of greedy, t1 (temperature 1, top_p 0.95)
+                        and defaults (no sampling field) (default all three); the small greedy
+                        row is the main run (single, constrained, speculative sections beside it)
+  --extra-rounds N      paired rounds of the rows beyond the main run (default 2)
+  --extra-round-seconds N  and their --round-seconds (default 15)
+  --extra-requests N    and their --requests (default 1)
   --no-single           skip the single-sequence section
   --no-constrained      skip the JSON-schema constrained rows
   --no-speculative      skip the speculative decoding rows (in-process, --mtp 4)
@@ -103,6 +114,11 @@ type Args = {
   peerBin?: string;
   serverArgs: string[];
   jsonOut?: string;
+  presets: string[];
+  modes: string[];
+  extraRounds: number;
+  extraRoundSeconds: number;
+  extraRequests: number;
 };
 
 function parseArgs(argv: string[]): Args {
@@ -122,6 +138,11 @@ function parseArgs(argv: string[]): Args {
     constrained: true,
     speculative: true,
     serverArgs: [],
+    presets: [],
+    modes: [],
+    extraRounds: 2,
+    extraRoundSeconds: 15,
+    extraRequests: 1,
   };
   const bad = (msg: string): never => {
     console.error(`bench: ${msg}\n${USAGE}`);
@@ -204,6 +225,28 @@ function parseArgs(argv: string[]): Args {
         a.serverArgs.push(v);
         i++;
         break;
+      case "--presets":
+        a.presets = (v ?? "").split(",");
+        if (a.presets.some((x) => !BENCH_PRESETS[x])) bad(`--presets: one of small, tiny`);
+        i++;
+        break;
+      case "--modes":
+        a.modes = (v ?? "").split(",");
+        if (a.modes.some((x) => !MODES[x])) bad(`--modes: of ${Object.keys(MODES).join(", ")}`);
+        i++;
+        break;
+      case "--extra-rounds":
+        a.extraRounds = int(flag, v);
+        i++;
+        break;
+      case "--extra-round-seconds":
+        a.extraRoundSeconds = int(flag, v, 0);
+        i++;
+        break;
+      case "--extra-requests":
+        a.extraRequests = int(flag, v);
+        i++;
+        break;
       case "--json-out":
         if (!v) bad("--json-out needs a path");
         a.jsonOut = v;
@@ -225,7 +268,36 @@ function parseArgs(argv: string[]): Args {
   }
   const over = a.concurrency.find((c) => c > a.maxBatch);
   if (over) bad(`concurrency ${over} exceeds --max-batch ${a.maxBatch}`);
+  if (!a.peer && (a.presets.length || a.modes.length)) bad("--presets and --modes need --peer");
+  if (!a.presets.length) a.presets = a.peer ? ["small", "tiny"] : ["small"];
+  if (!a.modes.length) a.modes = a.peer ? Object.keys(MODES) : ["greedy"];
   return a;
+}
+
+/**
+ * The sampling of the paired rows: what each request body adds to the bench's (temperature 0,
+ * `ignore_eos`). Both servers get the same body; `defaults` sends no sampling field at all, so
+ * each server samples with its own defaults.
+ */
+const MODES: Record<string, { label: string; body: Record<string, unknown> }> = {
+  greedy: { label: "greedy (temperature 0)", body: {} },
+  t1: { label: "temperature 1, top_p 0.95", body: { temperature: 1, top_p: 0.95 } },
+  defaults: {
+    label: "no sampling field (each server's defaults)",
+    body: { temperature: undefined },
+  },
+};
+
+/**
+ * The llama.cpp chain Hearth builds for a mode's requests (its OpenAI routes' `toSampling`, on
+ * Hearth's defaults), for the library loop to sample with: the library limit of sampled rows pays
+ * llama.cpp's own chain per token.
+ */
+function modeChain(lib: Lib, mode: string): SamplerPtr {
+  if (mode === "greedy") return greedyChain(lib.llama);
+  const nVocab = vocabInfo(lib.llama, modelVocab(lib.llama, lib.model)).nTokens;
+  const sampling = toSampling({ temperature: 0, ...MODES[mode].body }, 0);
+  return buildSamplerChain(lib.llama, nVocab, { ...sampling, seed: 1 }, []);
 }
 
 // Constrained requests stop where the JSON ends: llama-server fails a request whose grammar has
@@ -412,15 +484,22 @@ type LibLimit = {
 /**
  * The batch shapes the scheduler builds for `c` clients arriving together: their prompts packed
  * into decodes of at most n_batch tokens (a prompt may straddle two, as in `pack()`), then
- * gen-tokens steps of `c` one-token sequences. Each sequence samples with its own greedy chain
- * after every decode that produced its logits, as the server does per sequence.
+ * gen-tokens steps of `c` one-token sequences. Each sequence samples with its own chain (greedy,
+ * or the `mode`'s, see `modeChain`) after every decode that produced its logits, as the server
+ * does per sequence.
  */
-async function libraryLimit(lib: Lib, ctx: ContextPtr, c: number, a: Args): Promise<LibLimit> {
+async function libraryLimit(
+  lib: Lib,
+  ctx: ContextPtr,
+  c: number,
+  a: Args,
+  mode = "greedy",
+): Promise<LibLimit> {
   const { llama } = lib;
   const nBatch = 2048;
   const mem = llama.sym.llama_get_memory(ctx)!;
   const batch = newBatch(nBatch);
-  const chains = Array.from({ length: c }, () => greedyChain(llama));
+  const chains = Array.from({ length: c }, () => modeChain(lib, mode));
   const runs: LibLimit["runs"] = [];
   try {
     for (let run = 0; run < a.libRuns; run++) {
@@ -731,9 +810,10 @@ async function sweepPaired(
   library: (c: number) => Promise<LibLimit>,
   a: Args,
   variants: { next: number },
+  extra: Record<string, unknown> = {},
 ): Promise<PairedRounds[]> {
   for (const { url } of [hearth, peer]) {
-    await streamCompletion(url, promptIds(a.promptTokens, variants.next++), 8);
+    await streamCompletion(url, promptIds(a.promptTokens, variants.next++), 8, extra);
   }
   const out: PairedRounds[] = [];
   for (const c of a.concurrency) {
@@ -749,7 +829,7 @@ async function sweepPaired(
         }
         const { url, watch, stderr } = who === "hearth" ? hearth : peer;
         const before = who === "hearth" ? await loopCounters(url) : undefined;
-        const p = await drive(url, c, a.requests, a, variants, {}, watch).catch((e) => {
+        const p = await drive(url, c, a.requests, a, variants, extra, watch).catch((e) => {
           const name = who === "hearth" ? "Hearth" : "llama-server";
           console.error(
             `bench: ${name} failed at c=${c}, round ${round + 1}: ${(e as Error).message}\n` +
@@ -908,6 +988,32 @@ if (import.meta.main) {
     }
     console.error(`bench: peer ${peerBuild.bin} (${peerBuild.version})`);
   }
+  const date = new Date().toISOString();
+  const base = { date, threads, cpu: cpuModel(), args: a };
+  // The small preset's greedy row is the main run, with the sections beside it.
+  const main = a.presets.includes("small") && a.modes.includes("greedy")
+    ? await mainRun(a, threads, loads, peerBuild)
+    : { loadavg: withSteal([...loads, snapshot("end")]) };
+  const presetRows = peerBuild ? await presetModeRows(a, threads, peerBuild) : [];
+  const result = { ...base, ...main, presetRows: presetRows.length ? presetRows : undefined };
+  const dir = new URL("./results/", import.meta.url).pathname;
+  await Deno.mkdir(dir, { recursive: true });
+  const file = a.jsonOut ?? `${dir}bench-${date.replace(/[:.]/g, "-")}.json`;
+  await Deno.writeTextFile(file, JSON.stringify(result, null, 2) + "\n");
+  console.log(`\nwrote ${file}`);
+}
+
+/**
+ * The main run on the small preset (or --model), greedy: the single-sequence section, the
+ * concurrency sweep (paired with llama-server and the library loop with --peer), the constrained
+ * and speculative rows; prints their tables and returns what goes into the JSON.
+ */
+async function mainRun(
+  a: Args,
+  threads: number,
+  loads: Snapshot[],
+  peerBuild: PeerBuild | undefined,
+) {
   const path = a.model ?? await benchModel();
   console.error(
     `bench: model ${path}, ${threads} threads, load ${loads[0].load1}; ` +
@@ -1249,16 +1355,11 @@ if (import.meta.main) {
     ));
   }
 
-  const date = new Date().toISOString();
-  const result = {
+  return {
     constrained: constrained.length ? { schema: BENCH_SCHEMA, rows: constrained } : undefined,
     speculative: speculative.length ? speculative : undefined,
     peerConstrainedError: peerJsonError,
-    date,
     model: path,
-    threads,
-    cpu: cpuModel(),
-    args: a,
     loadavg: machine,
     single: single && {
       ...single,
@@ -1274,11 +1375,168 @@ if (import.meta.main) {
       args: peerArgs(path, a.maxSeqLen * a.maxBatch, a.maxBatch, threads, 0).slice(0, -2),
     },
   };
-  const dir = new URL("./results/", import.meta.url).pathname;
-  await Deno.mkdir(dir, { recursive: true });
-  const file = a.jsonOut ?? `${dir}bench-${date.replace(/[:.]/g, "-")}.json`;
-  await Deno.writeTextFile(file, JSON.stringify(result, null, 2) + "\n");
-  console.log(`\nwrote ${file}`);
+}
+
+/** The paired rows of one preset and sampling mode beyond the main run. */
+type PresetModeRows = {
+  preset: string;
+  mode: string;
+  label: string;
+  model: string;
+  /** What these rows ran with (the --extra-* flags). */
+  requests: number;
+  rounds: number;
+  roundSeconds: number;
+  rows: ConcurrencyRow[];
+  loadavg: Snapshot[];
+};
+
+/**
+ * Every preset × mode of `--presets` and `--modes` but the main run's (small, greedy): Hearth,
+ * llama-server and the library loop (sampling with Hearth's chain for the mode) in paired rounds,
+ * fewer and shorter than the main run's (`--extra-*`), one table each.
+ */
+async function presetModeRows(
+  a: Args,
+  threads: number,
+  peerBuild: PeerBuild,
+): Promise<PresetModeRows[]> {
+  const out: PresetModeRows[] = [];
+  const ax = {
+    ...a,
+    rounds: a.extraRounds,
+    roundSeconds: a.extraRoundSeconds,
+    requests: a.extraRequests,
+  };
+  // Past the main run's prompt variants, so no request finds a cached prefix.
+  const variants = { next: 12_000 };
+  for (const preset of a.presets) {
+    const modes = a.modes.filter((m) => !(preset === "small" && m === "greedy"));
+    if (!modes.length) continue;
+    const path = preset === "small" && a.model ? a.model : await BENCH_PRESETS[preset]();
+    const llama = openLlama();
+    const lib: Lib = {
+      llama,
+      model: await loadModel(llama, path, {}),
+      threads,
+      pool: createThreadpool(llama, { threads, poll: 50 }),
+    };
+    const libCtx = contextFor(lib, a.maxSeqLen * a.maxBatch, a.maxBatch);
+    const srv = await startServer([
+      ...hearthArgs(path, a.maxBatch, a.maxSeqLen, threads),
+      ...a.serverArgs,
+    ], { timeoutMs: 300_000 });
+    const p = await startLlamaServer(peerBuild.bin, path, {
+      ctx: a.maxSeqLen * a.maxBatch,
+      parallel: a.maxBatch,
+      threads,
+    });
+    try {
+      await libraryLimit(lib, libCtx, 1, { ...a, libRuns: 1, genTokens: 8 }); // warm-up
+      for (const mode of modes) {
+        const loads = [snapshot(`${preset} ${mode}`)];
+        console.error(
+          `bench: ${preset} preset, ${MODES[mode].label}: Hearth, llama-server and the library ` +
+            `loop in rounds (at least ${ax.rounds} and ${ax.roundSeconds} s each)...`,
+        );
+        const paired = await sweepPaired(
+          { url: srv.url, watch: { pid: srv.child.pid, threads }, stderr: srv.stderr },
+          { url: p.url, watch: { pid: p.child.pid, threads }, stderr: p.stderr },
+          (c) => libraryLimit(lib, libCtx, c, { ...ax, libRuns: 1 }, mode),
+          ax,
+          variants,
+          MODES[mode].body,
+        );
+        loads.push(snapshot("end"));
+        const rows = paired.map((r, i): ConcurrencyRow => {
+          const server = medianPhase(r.hearth);
+          const library = medianLibrary(r.library);
+          return {
+            concurrency: a.concurrency[i],
+            server,
+            library,
+            ratio: server.genTps / library.genTps,
+            ratioWithPrefill: middle(r.libraryRatios),
+            peer: medianPhase(r.peer),
+            ratioToPeer: middle(r.ratios),
+            rounds: r,
+          };
+        });
+        const row: PresetModeRows = {
+          preset,
+          mode,
+          label: MODES[mode].label,
+          model: path,
+          requests: ax.requests,
+          rounds: ax.rounds,
+          roundSeconds: ax.roundSeconds,
+          rows,
+          loadavg: withSteal(loads),
+        };
+        printPresetMode(row);
+        out.push(row);
+      }
+    } finally {
+      await p.stop();
+      await srv.stop();
+      freeContext(llama, libCtx);
+      freeModel(llama, lib.model);
+      lib.pool?.free();
+    }
+  }
+  return out;
+}
+
+/**
+ * One preset × mode: tok/s and the paired ratios, then where each server's CPU went per token
+ * (ggml's threads, the serving threads) and Hearth's sampling share of its loop, so a loss shows
+ * its cause.
+ */
+function printPresetMode(r: PresetModeRows): void {
+  const med = (xs: (number | undefined)[]) => {
+    const ys = xs.filter((x): x is number => x !== undefined && !Number.isNaN(x));
+    return ys.length ? middle(ys) : undefined;
+  };
+  const load = r.loadavg.map((l) => l.load1.toFixed(2)).join("→");
+  console.log(
+    `\n${r.preset} preset, ${r.label} (${r.requests} request(s) per client, ` +
+      `${r.rows[0]?.rounds?.ratios.length ?? 0}+ paired rounds; load ${load}; CPU in ms per ` +
+      `generated token, medians over the rounds; Hearth sample = its scheduler loop's sampling)`,
+  );
+  console.log(table(
+    [
+      "c",
+      "Hearth tok/s",
+      "llama-server tok/s",
+      "vs llama-server",
+      "library tok/s",
+      "vs library",
+      "Hearth ggml/serving",
+      "Hearth sample",
+      "llama-server ggml/serving",
+    ],
+    r.rows.map((x) => {
+      const h = cpuMedian(x.rounds?.hearth ?? []);
+      const q = cpuMedian(x.rounds?.peer ?? []);
+      return [
+        String(x.concurrency),
+        f1(x.server.genTps),
+        f1(x.peer?.genTps),
+        f3(x.ratioToPeer),
+        f1(x.library.withPrefillTps),
+        f3(x.ratioWithPrefill),
+        `${f3(h?.compute)}/${f3(h?.serving)}`,
+        f3(med((x.rounds?.hearth ?? []).map((p) => p.loop?.sample))),
+        `${f3(q?.compute)}/${f3(q?.serving)}`,
+      ];
+    }),
+  ));
+  console.log(
+    `  vs llama-server by round: ${
+      r.rows.map((x) => `c=${x.concurrency} ${(x.rounds?.ratios ?? []).map(f3).join("/")}`)
+        .join("; ")
+    }`,
+  );
 }
 
 function cpuModel(): string | undefined {

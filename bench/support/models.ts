@@ -1,13 +1,14 @@
 /**
  * The benches' models, written once per machine into `<source cache>/bench/`
  * (`~/.cache/hearth-src/bench/` unless `HEARTH_SRC_CACHE` says otherwise): the `small` preset
- * (Q8_0) every server figure is measured on, and the context-free tiny MTP model of the
- * speculative decoding rows.
+ * (Q8_0) every server figure is measured on, the `tiny` preset (F32) of the `--peer` rows where
+ * serving overhead shows, and the context-free tiny MTP model of the speculative decoding rows.
  *
  * @example
  * ```ts
- * import { benchModel, mtpModelPath } from "./support/models.ts";
+ * import { benchModel, mtpModelPath, tinyBenchModel } from "./support/models.ts";
  * const small = await benchModel();
+ * const tiny = await tinyBenchModel();
  * const mtp = await mtpModelPath();
  * ```
  * @module
@@ -45,6 +46,20 @@ async function writeOnce(
 export function benchModel(): Promise<string> {
   return writeOnce("hearth-small-q8_0.gguf", { preset: "small" }, "the small preset");
 }
+
+/**
+ * The `tiny` preset as written (F32): two 64-wide layers in front of the 128k-vocabulary output,
+ * so a decode step costs about what a GPU's does and the serving overhead per token shows.
+ */
+export function tinyBenchModel(): Promise<string> {
+  return writeOnce("hearth-tiny-f32.gguf", { preset: "tiny" }, "the tiny preset");
+}
+
+/** The presets the inference bench measures, by name. */
+export const BENCH_PRESETS: Record<string, () => Promise<string>> = {
+  small: benchModel,
+  tiny: tinyBenchModel,
+};
 
 /**
  * The tiny preset with one NextN head (`mtpLayers: 1`, a `glm4moe` model whose trunk ignores
