@@ -191,12 +191,31 @@ let nearCount = 0;
 
 /**
  * Puts the ids of the tokens within `reach` of the row's maximum into the scratch list (in
- * order; their count in `nearCount`) and returns the maximum. (Two plain passes beat one that
- * keeps what is near the maximum so far: a random model's row keeps thousands on the way.)
+ * order; their count in `nearCount`) and returns the maximum, in one pass over the row.
  */
 function collectWithin(row: Float32Array, reach: number): number {
-  const m = rowMax(row);
-  nearCount = collect(row, m - reach);
+  const n = row.length;
+  if (scratch.length < n) scratch = new Int32Array(n);
+  const ids = scratch;
+  // The maximum of every 16th logit: at most the row's, and close enough to it that the tokens
+  // kept on the way (within reach of it but not of the row's maximum) stay few.
+  let m = -Infinity;
+  for (let i = 0; i < n; i += 16) {
+    const v = row[i];
+    if (v > m) m = v;
+  }
+  let lo = m - reach;
+  let count = 0;
+  for (let i = 0; i < n; i++) {
+    const v = row[i];
+    if (v < lo) continue;
+    ids[count++] = i;
+    if (v > m) {
+      m = v;
+      lo = m - reach;
+    }
+  }
+  nearCount = keepAbove(row, count, lo);
   return m;
 }
 
