@@ -162,7 +162,8 @@ export function readUsage(u: Json): Usage | undefined {
 /** Whether an SSE payload carries generated output (the TTFT event). */
 function isDelta(ev: Json): boolean {
   const type = typeof ev.type === "string" ? ev.type : "";
-  if (type === "content_block_delta") return true;
+  // A block starts with its first output (a tool_use block as soon as the call's name is known).
+  if (type === "content_block_delta" || type === "content_block_start") return true;
   if (type.startsWith("response.") && type.endsWith(".delta")) return true;
   const choices = ev.choices as Json[] | undefined;
   if (Array.isArray(choices) && choices.length) {
