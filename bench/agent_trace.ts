@@ -10,7 +10,10 @@
  * response's usage) and the client-side TTFT (first delta event). Overall: the share of prompt
  * tokens served from cache on turns after each session's first, and warm-turn TTFT next to the
  * time the server needs to prefill just the new tokens, at a prefill speed measured once before
- * the replay by uncached requests of known length.
+ * the replay by uncached requests of known length. `--serial` sends one request at a time, the
+ * sessions taking turns, so no turn waits behind another. A reference replay follows (one more
+ * session, alone: its warm turns find their prefix in their slot), and each warm turn's TTFT is
+ * set against the same turn's there: the goal is within 1.5x plus 100 ms.
  *
  * @example
  * ```ts
@@ -101,8 +104,15 @@ export function prefixSession(route: string, body: Json, session: number): Json 
 }
 
 /** `body` streamed, with its output capped at `maxTokens` and usage in the stream. */
-export function replayBody(route: string, body: Json, session: number, maxTokens: number): Json {
+export function replayBody(
+  route: string,
+  body: Json,
+  session: number,
+  maxTokens: number,
+  model?: string,
+): Json {
   const b: Json = { ...prefixSession(route, body, session), stream: true };
+  if (model) b.model = model;
   if (route === "/v1/responses") {
     b.max_output_tokens = maxTokens;
     // Replays never read a stored response back.
@@ -255,6 +265,16 @@ export type ReplayOptions = {
   maxTokens: number;
   /** Wait for each line's recorded `t` (from the session's start) before sending it. */
   honourGaps?: boolean;
+  /**
+   * One request at a time, the sessions taking turns (turn 0 of each, then turn 1 of each...):
+   * every session's prefix leaves the slots between its turns when sessions outnumber them, and
+   * no turn waits in the queue behind another.
+   */
+  serial?: boolean;
+  /** The first session's number (the `session k` line), so several replays stay apart. */
+  firstSession?: number;
+  /** The served model's id, put in each body (a trace names the model it was recorded with). */
+  model?: string;
   headers?: Record<string, string>;
   /** Called as each turn ends. */
   onTurn?: (r: TurnResult) => void;
@@ -263,6 +283,18 @@ export type ReplayOptions = {
 /** Replays `sessions` interleaved copies of the trace; the turns in the order they ended. */
 export async function replayTrace(o: ReplayOptions): Promise<TurnResult[]> {
   const done: TurnResult[] = [];
+  const first = o.firstSession ?? 0;
+  if (o.serial) {
+    for (const [turn, line] of o.trace.entries()) {
+      for (let k = 0; k < o.sessions; k++) {
+        const body = replayBody(line.route, line.body as Json, first + k, o.maxTokens, o.model);
+        const r = await runTurn(o.url, line.route, body, { session: first + k, turn }, o.headers);
+        done.push(r);
+        o.onTurn?.(r);
+      }
+    }
+    return done;
+  }
   const one = async (session: number) => {
     const start = performance.now();
     for (const [turn, line] of o.trace.entries()) {
@@ -270,13 +302,13 @@ export async function replayTrace(o: ReplayOptions): Promise<TurnResult[]> {
         const wait = line.t * 1000 - (performance.now() - start);
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       }
-      const body = replayBody(line.route, line.body as Json, session, o.maxTokens);
+      const body = replayBody(line.route, line.body as Json, session, o.maxTokens, o.model);
       const r = await runTurn(o.url, line.route, body, { session, turn }, o.headers);
       done.push(r);
       o.onTurn?.(r);
     }
   };
-  await Promise.all(Array.from({ length: o.sessions }, (_, k) => one(k)));
+  await Promise.all(Array.from({ length: o.sessions }, (_, k) => one(first + k)));
   return done;
 }
 
@@ -322,7 +354,11 @@ function quantile(xs: number[], q: number): number | null {
 }
 
 /** The overall figures of a replay. */
-export function summarize(turns: TurnResult[], prefill?: PrefillProbe) {
+export function summarize(
+  turns: TurnResult[],
+  prefill?: PrefillProbe,
+  reference?: TurnResult[],
+) {
   const ok = turns.filter((t) => !t.error);
   const warm = ok.filter((t) => t.turn > 0);
   const prompt = warm.reduce((n, t) => n + t.promptTokens, 0);
@@ -349,6 +385,33 @@ export function summarize(turns: TurnResult[], prefill?: PrefillProbe) {
     warmNewPrefillP50Ms: quantile(newPrefill, 0.5),
     warmNewPrefillMeanMs: newMean,
     warmTtftOverNewPrefill: ttftMean !== null && newMean ? ttftMean / newMean : null,
+    ...(reference ? { reference: againstReference(warm, reference) } : {}),
+  };
+}
+
+/**
+ * Each warm turn's TTFT against the same turn's in the reference replay (one session alone,
+ * its prefix always in its slot, so only its new tokens are computed), and the goal of issue 27:
+ * within 1.5x that time plus 100 ms.
+ */
+function againstReference(warm: TurnResult[], reference: TurnResult[]) {
+  const refTtft = new Map<number, number>();
+  for (const r of reference) if (r.turn > 0 && r.ttftMs !== null) refTtft.set(r.turn, r.ttftMs);
+  const pairs = warm.flatMap((t) => {
+    const ref = refTtft.get(t.turn);
+    return t.ttftMs !== null && ref !== undefined ? [{ ttft: t.ttftMs, ref }] : [];
+  });
+  const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+  const ttft = sum(pairs.map((p) => p.ttft));
+  const ref = sum(pairs.map((p) => p.ref));
+  return {
+    turns: pairs.length,
+    refTtftMeanMs: pairs.length ? ref / pairs.length : null,
+    ttftMeanMs: pairs.length ? ttft / pairs.length : null,
+    ttftOverRef: ref ? ttft / ref : null,
+    // The goal on the means, and how many single turns meet it.
+    meanWithinGoal: pairs.length > 0 && ttft / pairs.length <= 1.5 * ref / pairs.length + 100,
+    turnsWithinGoal: pairs.filter((p) => p.ttft <= 1.5 * p.ref + 100).length,
   };
 }
 
@@ -356,6 +419,10 @@ const USAGE = `usage: deno task bench --agent-trace FILE [options]   replay a re
   --sessions N          interleaved copies of the trace, each with its own prefix (default 1)
   --max-tokens N        output cap per turn, replacing the recorded one (default 16)
   --gaps                wait for each request's recorded time t before sending it
+  --serial              one request at a time, the sessions taking turns (no queueing; each
+                        prefix leaves the slots between its turns when sessions > --max-batch)
+  --no-reference        skip the reference replay (one more session alone, whose warm turns
+                        find their prefix in their slot: the time to compute new tokens only)
   --url URL             replay against this server instead of starting one
   --api-key KEY         with --url: the server's key
   --model PATH          GGUF for the started server (default: the server's demo model)
@@ -370,6 +437,8 @@ type Args = {
   sessions: number;
   maxTokens: number;
   gaps: boolean;
+  serial: boolean;
+  reference: boolean;
   url?: string;
   apiKey?: string;
   model?: string;
@@ -384,6 +453,8 @@ function parseArgs(argv: string[]): Args {
     sessions: 1,
     maxTokens: 16,
     gaps: false,
+    serial: false,
+    reference: true,
     serverArgs: [],
     probe: true,
     probeWords: 2000,
@@ -409,6 +480,12 @@ function parseArgs(argv: string[]): Args {
         break;
       case "--gaps":
         a.gaps = true;
+        break;
+      case "--serial":
+        a.serial = true;
+        break;
+      case "--no-reference":
+        a.reference = false;
         break;
       case "--url":
         a.url = value().replace(/\/+$/, "");
@@ -479,12 +556,17 @@ export async function agentTraceMain(args: string[]): Promise<void> {
     );
     console.log("session turn route                  prompt  cached     new  ttft_ms");
     const t0 = performance.now();
+    // Served by whatever model the server has, whichever the trace was recorded with.
+    const models = await (await fetch(`${url}/v1/models`, { headers })).json();
+    const model = String(models.data?.[0]?.id ?? "");
     const turns = await replayTrace({
       url,
+      model,
       trace,
       sessions: a.sessions,
       maxTokens: a.maxTokens,
       honourGaps: a.gaps,
+      serial: a.serial,
       headers,
       onTurn: (r) =>
         console.log(
@@ -496,7 +578,20 @@ export async function agentTraceMain(args: string[]): Promise<void> {
         ),
     });
     const wallMs = performance.now() - t0;
-    const summary = summarize(turns, prefill);
+    // The reference: one more session, alone, so every warm turn finds its prefix in its slot.
+    const reference = a.reference
+      ? await replayTrace({
+        url,
+        trace,
+        sessions: 1,
+        model,
+        maxTokens: a.maxTokens,
+        serial: true,
+        firstSession: a.sessions,
+        headers,
+      })
+      : undefined;
+    const summary = summarize(turns, prefill, reference);
     console.log(
       `warm turns: ${summary.warmTurns}, prompt tokens ${summary.warmPromptTokens}, from cache ` +
         `${summary.warmCachedTokens} (${fmt((summary.cacheShare ?? 0) * 100, 1)}%); ` +
@@ -505,6 +600,16 @@ export async function agentTraceMain(args: string[]): Promise<void> {
         `to prefill the new tokens alone (x${fmt(summary.warmTtftOverNewPrefill, 2)}); ` +
         `${summary.failedTurns} failed; wall ${(wallMs / 1000).toFixed(1)} s`,
     );
+    const ref = summary.reference;
+    if (ref) {
+      console.log(
+        `against one session alone (prefix in its slot: only new tokens computed): warm TTFT ` +
+          `mean ${fmt(ref.ttftMeanMs)} ms vs ${fmt(ref.refTtftMeanMs)} ms ` +
+          `(x${fmt(ref.ttftOverRef, 2)}); goal (<= 1.5x + 100 ms) ` +
+          `${ref.meanWithinGoal ? "met" : "missed"} on the mean, by ${ref.turnsWithinGoal} ` +
+          `of ${ref.turns} turns`,
+      );
+    }
     const stamp = new Date().toISOString().replaceAll(":", "-").replace(".", "-");
     const out = a.jsonOut ??
       new URL(`./results/agent-trace-${stamp}.json`, import.meta.url).pathname;
@@ -518,12 +623,14 @@ export async function agentTraceMain(args: string[]): Promise<void> {
           sessions: a.sessions,
           maxTokens: a.maxTokens,
           gaps: a.gaps,
+          serial: a.serial,
           server: a.url ? { url: a.url } : { args: serveArgs(a) },
           loadavg: Deno.loadavg(),
           prefill,
           wallMs,
           summary,
           turns,
+          ...(reference ? { reference } : {}),
         },
         null,
         2,
