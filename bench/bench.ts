@@ -85,7 +85,7 @@ options of the inference benchmark:
                         and defaults (no sampling field) (default all three); the small greedy
                         row is the main run (single, constrained, speculative sections beside it)
   --extra-rounds N      paired rounds of the rows beyond the main run (default 2)
-  --extra-round-seconds N  and their --round-seconds (default 15)
+  --extra-seconds N     and their --round-seconds (default 15)
   --extra-requests N    and their --requests (default 1)
   --no-single           skip the single-sequence section
   --no-constrained      skip the JSON-schema constrained rows
@@ -239,7 +239,7 @@ function parseArgs(argv: string[]): Args {
         a.extraRounds = int(flag, v);
         i++;
         break;
-      case "--extra-round-seconds":
+      case "--extra-seconds":
         a.extraRoundSeconds = int(flag, v, 0);
         i++;
         break;
