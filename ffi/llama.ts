@@ -543,6 +543,13 @@ export function samplerFree(llama: Llama, s: SamplerPtr): void {
   llama.sym.llama_sampler_free(s);
 }
 
+/** A copy of a sampler with its state (`llama_sampler_clone`). */
+export function samplerClone(llama: Llama, s: SamplerPtr): SamplerPtr {
+  const c = llama.sym.llama_sampler_clone(s);
+  if (!c) throw new Error("llama_sampler_clone returned null");
+  return c as SamplerPtr;
+}
+
 export function samplerSample(llama: Llama, s: SamplerPtr, ctx: ContextPtr, i: number): number {
   return llama.sym.llama_sampler_sample(s, ctx, i);
 }

@@ -50,6 +50,7 @@
 import {
   logitsIth,
   samplerAccept,
+  samplerClone,
   samplerFree,
   type SamplerPtr,
   samplers,
@@ -191,7 +192,32 @@ function getScratch(nVocab: number): Scratch {
   return scratch;
 }
 
+/**
+ * Fresh grammar samplers by grammar and triggers, kept to be cloned: llama.cpp takes ~300 ms to
+ * parse a coding agent's tool grammar (Claude Code's 12 tools: 43 KB of GBNF, 2 cores), which
+ * every turn of the session would otherwise pay before its first token; a clone copies the parsed
+ * rules in well under a millisecond. Per thread (module state), least recently used out first.
+ */
+const pristine = new Map<string, SamplerPtr>();
+const PRISTINE_MAX = 32;
+
 function makeSampler(m: EngineModel, gbnf: string, triggers?: GrammarTriggers): SamplerPtr {
+  const key = `${Deno.UnsafePointer.value(m.vocab)}\0${gbnf}\0${JSON.stringify(triggers ?? null)}`;
+  let g = pristine.get(key);
+  if (g) pristine.delete(key); // re-inserted last: most recently used
+  else {
+    g = parseGrammar(m, gbnf, triggers);
+    if (pristine.size >= PRISTINE_MAX) {
+      const [oldKey, old] = pristine.entries().next().value!;
+      pristine.delete(oldKey);
+      samplerFree(m.llama, old);
+    }
+  }
+  pristine.set(key, g);
+  return samplerClone(m.llama, g);
+}
+
+function parseGrammar(m: EngineModel, gbnf: string, triggers?: GrammarTriggers): SamplerPtr {
   m.llama.recentLog.length = 0;
   const make = samplers(m.llama);
   const g = triggers
