@@ -80,7 +80,8 @@ options of the inference benchmark:
   --max-batch N         server sequences and llama-server -np (default 32)
   --max-seq-len N       context per sequence (default prompt+gen+1 rounded up to 64)
   --peer                also measure llama.cpp's llama-server (built once, ~5 min on 2 cores)
-  --presets LIST        with --peer: the presets of the paired rows (default small,tiny)
+  --presets LIST        with --peer: the presets of the paired rows (default small,tiny;
+                        with --model, only the main run on it unless these two say otherwise)
   --modes LIST          with --peer: their sampling, of greedy, t1 (temperature 1, top_p 0.95)
                         and defaults (no sampling field) (default all three); the small greedy
                         row is the main run (single, constrained, speculative sections beside it)
@@ -269,8 +270,11 @@ function parseArgs(argv: string[]): Args {
   const over = a.concurrency.find((c) => c > a.maxBatch);
   if (over) bad(`concurrency ${over} exceeds --max-batch ${a.maxBatch}`);
   if (!a.peer && (a.presets.length || a.modes.length)) bad("--presets and --modes need --peer");
-  if (!a.presets.length) a.presets = a.peer ? ["small", "tiny"] : ["small"];
-  if (!a.modes.length) a.modes = a.peer ? Object.keys(MODES) : ["greedy"];
+  // The presets × modes rows are the standard run's; with --model (bench/gpu.sh) only the main
+  // run, unless asked for.
+  const all = a.peer && !a.model;
+  if (!a.presets.length) a.presets = all ? ["small", "tiny"] : ["small"];
+  if (!a.modes.length) a.modes = all ? Object.keys(MODES) : ["greedy"];
   return a;
 }
 

@@ -1,7 +1,7 @@
 // The row sampler of lib/engine/fast_sample.ts against llama.cpp's own chain: on fixed logits rows
-// (peaked as a trained model's, and flat, where the top-p prefix runs long), with each setting the
-// server uses (the OpenAI route's no-top-k defaults, top-k, min-p alone, temperature alone, logit
-// biases and banned tokens), the same seed must pick the same tokens in the same order as
+// (peaked as a trained model's, and flat, where the top-p prefix runs long), with each setting it
+// takes (the OpenAI route's no-top-k defaults, top-p alone, min-p alone, temperature alone, logit
+// biases and banned tokens; a top-k stays with the chain), the same seed must pick the same tokens in the same order as
 // `llama_sampler_apply` on the chain `buildSamplerChain` builds; the picks must follow the exact
 // probabilities of the chain (chi-square); and the row must be left as it was.
 import assert from "node:assert/strict";
@@ -65,12 +65,9 @@ const SETTINGS: Record<string, Partial<Sampling>> = {
   // What an OpenAI request naming no sampling field gets: no top-k, llama.cpp's other defaults.
   "openai defaults": { topK: 0 },
   "temperature 1, top_p 0.95": { topK: 0, temperature: 1 },
-  "llama.cpp defaults (top-k 40)": {},
-  "top-k only": { topK: 5, topP: 1, minP: 0, temperature: 1.3 },
   "top-p only": { topK: 0, topP: 0.9, minP: 0, temperature: 0.7 },
   "min-p only": { topK: 0, topP: 1, minP: 0.1, temperature: 1 },
   "temperature only": { topK: 0, topP: 1, minP: 0, temperature: 1.5 },
-  "top-k above the top-p set": { topK: 200, topP: 0.5, minP: 0, temperature: 1 },
 };
 
 const ROWS: [string, Float32Array][] = [
@@ -154,10 +151,11 @@ Deno.test("seeded: the same seed gives the same tokens, another seed others", ()
   assert.notDeepEqual(fastPicks(s, [], row, 50), fastPicks({ ...s, seed: 78 }, [], row, 50));
 });
 
-Deno.test("greedy and penalised requests are left to the other samplers", () => {
+Deno.test("greedy, top-k and penalised requests are left to the other samplers", () => {
   assert.equal(fastSampler({ ...defaultSampling(), temperature: 0 }, [], N_VOCAB), undefined);
+  assert.equal(fastSampler({ ...defaultSampling(), topK: 40 }, [], N_VOCAB), undefined);
   assert.equal(
-    fastSampler({ ...defaultSampling(), repetitionPenalty: 1.1 }, [], N_VOCAB),
+    fastSampler({ ...defaultSampling(), topK: 0, repetitionPenalty: 1.1 }, [], N_VOCAB),
     undefined,
   );
 });
