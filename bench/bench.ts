@@ -64,6 +64,8 @@ const USAGE =
   `usage: deno task bench [options]        inference: server vs. library (and llama-server)
        deno task bench events [--listeners 256 --rate 1000 --seconds 10]   event channel fan-out
        deno task bench video [--runs 3 --seconds 8 --resolution 720p]      video start-to-done
+       deno task bench --agent-trace FILE [--sessions N --serial ...]     replay an agent trace
+       deno task bench --cache-restore [--prefix-tokens 30000]            prompt cache restore
 options of the inference benchmark:
   --model PATH          GGUF to use (default: the small preset, written once to the cache)
   --runs N              single-sequence runs after one warm-up (default 3)
@@ -957,11 +959,27 @@ type ConcurrencyRow = {
 
 /** The other suites run as their own scripts, each measuring in a clean process. */
 const SUITES: Record<string, string> = { events: "./events.ts", video: "./video.ts" };
+/**
+ * Suites named by a flag (`deno task bench --agent-trace FILE`, DESIGN 4d), given all the
+ * arguments: agent-trace replays and the prompt cache's restore times.
+ */
+const FLAG_SUITES: Record<string, string> = {
+  "--agent-trace": "./agent_trace.ts",
+  "--cache-restore": "./cache_restore.ts",
+};
+const flagSuite = Object.keys(FLAG_SUITES).find((f) =>
+  Deno.args.some((a) => a === f || a.startsWith(`${f}=`))
+);
+const suite = SUITES[Deno.args[0]]
+  ? { script: SUITES[Deno.args[0]], args: Deno.args.slice(1) }
+  : flagSuite
+  ? { script: FLAG_SUITES[flagSuite], args: Deno.args }
+  : undefined;
 
-if (import.meta.main && SUITES[Deno.args[0]]) {
-  const script = new URL(SUITES[Deno.args[0]], import.meta.url).pathname;
+if (import.meta.main && suite) {
+  const script = new URL(suite.script, import.meta.url).pathname;
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", script, ...Deno.args.slice(1)],
+    args: ["run", "-A", script, ...suite.args],
     stdin: "inherit",
     stdout: "inherit",
     stderr: "inherit",
