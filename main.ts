@@ -35,7 +35,7 @@ import { parseMakeModelArgs } from "./lib/cli/make_model_args.ts";
 import { createChatLogger } from "./lib/chat/logger.ts";
 import { compileTemplate } from "./lib/chat/template.ts";
 import { loadEngineModel } from "./lib/engine/model.ts";
-import { describeFit } from "./lib/engine/fit.ts";
+import { describeFit, hostMemAvailable } from "./lib/engine/fit.ts";
 import { describeDevices, onAccelerator, pickRankDevices } from "./lib/engine/devices.ts";
 import {
   loadPdConfig,
@@ -346,7 +346,7 @@ async function serve(argv: string[]): Promise<void> {
       ramBytes: Math.floor(
         config.cacheRam !== undefined
           ? config.cacheRam * 2 ** 30
-          : defaultCacheRamBytes(Deno.systemMemoryInfo().total),
+          : defaultCacheRamBytes(Deno.systemMemoryInfo().total, hostMemAvailable()),
       ),
       ...(config.cacheDir
         ? {

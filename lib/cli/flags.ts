@@ -55,9 +55,14 @@ export const GPU_GRAPH_BATCH = [1, 2, 4, 8, 16, 32];
 /** `--cache-disk`'s default where `--cache-dir` is given, in GiB. */
 export const DEFAULT_CACHE_DISK_GIB = 16;
 
-/** `--cache-ram`'s default: the smaller of 8 GiB and a quarter of the host's memory, in bytes. */
-export function defaultCacheRamBytes(totalMemBytes: number): number {
-  return Math.min(8 * 2 ** 30, Math.floor(totalMemBytes / 4));
+/**
+ * `--cache-ram`'s default: the smaller of 8 GiB and a quarter of the host's memory, in bytes, and
+ * no more than half of what is still available once the model and its context are in place (the
+ * cache fills over hours; it must not take what the process or the host needs).
+ */
+export function defaultCacheRamBytes(totalMemBytes: number, availableBytes?: number): number {
+  const cap = Math.min(8 * 2 ** 30, Math.floor(totalMemBytes / 4));
+  return availableBytes === undefined ? cap : Math.min(cap, Math.floor(availableBytes / 2));
 }
 
 /** One flag of `serve`, with its help line. */
