@@ -200,7 +200,7 @@ export const FLAGS: FlagSpec[] = [
     names: ["--cache-ram"],
     schema: gib,
     meta: "GIB",
-    help: "prompt cache in host memory (min(8, RAM/4)); 0 = off",
+    help: "prompt cache in host memory (min(8, RAM/4, free/2)); 0 = off",
   },
   {
     key: "cacheDir",
