@@ -57,7 +57,8 @@ export function toSampling(
     ...d,
     temperature: b.temperature ?? d.temperature,
     topP: b.top_p ?? d.topP,
-    topK: b.top_k != null && b.top_k > 0 ? b.top_k : 0,
+    // Absent: the default chain's top-k (llama-server's 40, or the model's); 0 or -1 turns it off.
+    topK: b.top_k == null ? d.topK : b.top_k > 0 ? b.top_k : 0,
     minP: b.min_p ?? d.minP,
     repetitionPenalty: b.repetition_penalty ?? d.repetitionPenalty,
     frequencyPenalty: b.frequency_penalty ?? d.frequencyPenalty,

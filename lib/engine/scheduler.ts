@@ -45,6 +45,7 @@ import {
   tokenToPiece,
 } from "../../ffi/mod.ts";
 import { newChannel } from "./channel.ts";
+import { fastSampler, type RowSampler } from "./fast_sample.ts";
 import { onAccelerator } from "./devices.ts";
 import {
   acceptForced,
@@ -322,6 +323,8 @@ type Seq = {
   backend: boolean;
   /** A plain greedy chain on the CPU, taken straight from the logits row (`greedyPick`). */
   greedy?: GreedyBias;
+  /** A seeded chain without penalties or top-k, sampled from the logits row (`fastSampler`). */
+  fast?: RowSampler;
   grammar?: SeqGrammar;
   fed: number; // prompt tokens already in the KV cache
   pos: number; // next position
@@ -646,6 +649,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Lo
       if (key !== undefined) slotKept[seq.slot] = { chain: seq.chain, key };
     } else if (!req.grammar) {
       seq.greedy = greedyBias(req.sampling, banned, m.nVocab);
+      if (!seq.greedy) seq.fast = fastSampler(req.sampling, banned, m.nVocab);
     }
   }
 
@@ -993,6 +997,7 @@ export function createScheduler(m: EngineModel, opts: SchedulerOptions = {}): Lo
     }
     // Stateless (no penalties, no draws): the chain needs no accept.
     if (seq.greedy) return greedyPick(logitsIth(m.llama, m.ctx, row, m.nVocab), seq.greedy);
+    if (seq.fast) return seq.fast(logitsIth(m.llama, m.ctx, row, m.nVocab));
     return samplerSample(m.llama, seq.chain!, m.ctx, row);
   }
 
