@@ -18,6 +18,7 @@ import {
   prefixSession,
   readUsage,
   replayBody,
+  type TurnResult,
 } from "../bench/agent_trace.ts";
 import { tinyModelPath } from "./support/models.ts";
 import { startServer } from "./support/server.ts";
@@ -321,18 +322,7 @@ Deno.test({
       assert.equal(out.sessions, 2);
       assert.ok(out.prefill.promptTokens > 300, JSON.stringify(out.prefill));
       assert.ok(out.prefill.tokensPerSecond > 0);
-      const turns = out.turns as {
-        session: number;
-        turn: number;
-        route: string;
-        status: number;
-        promptTokens: number;
-        cachedTokens: number;
-        newTokens: number;
-        outputTokens: number;
-        ttftMs: number | null;
-        error?: string;
-      }[];
+      const turns = out.turns as TurnResult[];
       assert.equal(turns.length, 8);
       for (const s of [0, 1]) {
         const mine = turns.filter((t) => t.session === s);
