@@ -23,7 +23,7 @@ import { toolListPrompt } from "./generic.ts";
 import { forTool, LAYOUT, oneOrMore, prefixPattern } from "./grammar.ts";
 import { jsonEnd, parseJson } from "./json_calls.ts";
 import { isRawString, textWithout } from "./qwen3_coder.ts";
-import { newSectionParser, type ParsedCall, type SectionResult } from "./section_parser.ts";
+import { newSectionParser, sectionCursor, type SectionResult } from "./section_parser.ts";
 import { argsExpr, tagProperties, type TagSyntax } from "./tagged_args.ts";
 import type { ToolFamily, ToolFormat } from "./types.ts";
 
@@ -83,50 +83,35 @@ function stringEnd(s: string, pos: number): number {
  * arguments it has, as the other tag-argument families do.
  */
 function parseBlock(s: string, tools: Map<string, ToolSpec>, final: boolean): SectionResult {
-  const more: SectionResult = { kind: "more" };
   const bad: SectionResult = { kind: "bad" };
   const block = BLOCKS.find((b) => s.startsWith(`<${DSML}${b}>`));
   if (!block) return bad;
   const endBlock = `</${DSML}${block}>`;
-  let pos = block.length + DSML.length + 2;
-  const calls: ParsedCall[] = [];
-  const skipWs = () => {
-    while (pos < s.length && " \t\r\n".includes(s[pos])) pos++;
-  };
-  // Expects literal `l` at pos: true (consumed), "more" (text ends inside it) or false.
-  const expect = (l: string): boolean | "more" => {
-    if (s.startsWith(l, pos)) return (pos += l.length), true;
-    return l.startsWith(s.slice(pos)) ? "more" : false;
-  };
-  const cut = (last?: ParsedCall): SectionResult => {
-    if (!final) return more;
-    if (last) calls.push(last);
-    return calls.length ? { kind: "ok", calls, length: s.length } : more;
-  };
+  const c = sectionCursor(s, block.length + DSML.length + 2, final);
   for (;;) {
-    skipWs();
-    let r = expect(endBlock);
+    c.skipWs();
+    let r = c.expect(endBlock);
     if (r === true) break;
     const partialEnd = r === "more";
-    r = expect(INVOKE);
-    if (r !== true) return r === "more" || partialEnd ? cut() : bad;
-    const nameEnd = s.indexOf('">', pos);
-    if (nameEnd < 0) return s.length - pos > 256 ? bad : cut();
-    const name = s.slice(pos, nameEnd);
+    r = c.expect(INVOKE);
+    if (r !== true) return r === "more" || partialEnd ? c.cut() : bad;
+    const nameEnd = s.indexOf('">', c.pos);
+    if (nameEnd < 0) return s.length - c.pos > 256 ? bad : c.cut();
+    const name = s.slice(c.pos, nameEnd);
     const tool = tools.get(name);
     if (!tool) return bad;
-    pos = nameEnd + 2;
+    c.pos = nameEnd + 2;
     const pairs: Pair[] = [];
-    const cutHere = () => cut({ name, arguments: argsJson(tool, pairs) });
+    const cutHere = () => c.cut({ name, arguments: argsJson(tool, pairs) });
     for (;;) {
-      skipWs();
-      if (pos >= s.length) return cutHere();
-      r = expect(PARAM);
+      c.skipWs();
+      if (c.pos >= s.length) return cutHere();
+      r = c.expect(PARAM);
       if (r === "more") return cutHere();
       if (r === false) break;
-      const tagEnd = s.indexOf(">", pos);
-      if (tagEnd < 0) return s.length - pos > 512 ? bad : cutHere();
-      const attrs = /^([^"]*)"(?:\s+string="(true|false)")?\s*$/.exec(s.slice(pos, tagEnd));
+      const tagEnd = s.indexOf(">", c.pos);
+      if (tagEnd < 0) return s.length - c.pos > 512 ? bad : cutHere();
+      const attrs = /^([^"]*)"(?:\s+string="(true|false)")?\s*$/.exec(s.slice(c.pos, tagEnd));
       if (!attrs) return bad;
       const key = attrs[1];
       const raw = attrs[2] === undefined ? undefined : attrs[2] === "true";
@@ -137,13 +122,13 @@ function parseBlock(s: string, tools: Map<string, ToolSpec>, final: boolean): Se
         return cutHere();
       }
       pairs.push({ key, value: s.slice(tagEnd + 1, valueEnd), raw });
-      pos = valueEnd + END_PARAM.length;
+      c.pos = valueEnd + END_PARAM.length;
     }
-    r = expect(END_INVOKE);
+    r = c.expect(END_INVOKE);
     if (r !== true) return r === "more" ? cutHere() : bad;
-    calls.push({ name, arguments: argsJson(tool, pairs) });
+    c.calls.push({ name, arguments: argsJson(tool, pairs) });
   }
-  return calls.length ? { kind: "ok", calls, length: pos } : bad;
+  return c.calls.length ? { kind: "ok", calls: c.calls, length: c.pos } : bad;
 }
 
 /** The format of one generation, whose block is `<｜DSML｜${block}>`. */

@@ -22,7 +22,7 @@ import { newSchemaSet } from "../../constrain/json_schema.ts";
 import { toolListPrompt } from "./generic.ts";
 import { forTool, LAYOUT, oneOrMore, prefixPattern } from "./grammar.ts";
 import { textWithout } from "./qwen3_coder.ts";
-import { newSectionParser, type ParsedCall, type SectionResult } from "./section_parser.ts";
+import { newSectionParser, sectionCursor, type SectionResult } from "./section_parser.ts";
 import { argsExpr, argsObject, isRawArg, type TagSyntax } from "./tagged_args.ts";
 import type { ToolFormat } from "./types.ts";
 
@@ -46,60 +46,45 @@ const SYNTAX: TagSyntax = {
  * arguments it has (a cut raw string too), as `cut_call.ts` does with JSON arguments.
  */
 function parseSection(s: string, tools: Map<string, ToolSpec>, final: boolean): SectionResult {
-  const more: SectionResult = { kind: "more" };
   const bad: SectionResult = { kind: "bad" };
-  let pos = SECTION.length;
-  const calls: ParsedCall[] = [];
-  const skipWs = () => {
-    while (pos < s.length && " \t\r\n".includes(s[pos])) pos++;
-  };
-  // Expects literal `l` at pos: true (consumed), "more" (text ends inside it) or false.
-  const expect = (l: string): boolean | "more" => {
-    if (s.startsWith(l, pos)) return (pos += l.length), true;
-    return l.startsWith(s.slice(pos)) ? "more" : false;
-  };
-  const cut = (last?: ParsedCall): SectionResult => {
-    if (!final) return more;
-    if (last) calls.push(last);
-    return calls.length ? { kind: "ok", calls, length: s.length } : more;
-  };
+  const c = sectionCursor(s, SECTION.length, final);
   for (;;) {
-    skipWs();
-    let r = expect(END_SECTION);
+    c.skipWs();
+    let r = c.expect(END_SECTION);
     if (r === true) break;
     const partialEnd = r === "more";
-    r = expect(INVOKE);
-    if (r !== true) return r === "more" || partialEnd ? cut() : bad;
-    const nameEnd = s.indexOf('">', pos);
-    if (nameEnd < 0) return s.length - pos > 256 ? bad : cut();
-    const name = s.slice(pos, nameEnd);
+    r = c.expect(INVOKE);
+    if (r !== true) return r === "more" || partialEnd ? c.cut() : bad;
+    const nameEnd = s.indexOf('">', c.pos);
+    if (nameEnd < 0) return s.length - c.pos > 256 ? bad : c.cut();
+    const name = s.slice(c.pos, nameEnd);
     const tool = tools.get(name);
     if (!tool) return bad;
-    pos = nameEnd + 2;
+    c.pos = nameEnd + 2;
     const pairs: [string, string][] = [];
-    const cutHere = () => cut({ name, arguments: argsObject(tool, pairs) });
+    const cutHere = () => c.cut({ name, arguments: argsObject(tool, pairs) });
     for (;;) {
-      skipWs();
-      if (pos >= s.length) return cutHere();
-      r = expect(PARAM);
+      c.skipWs();
+      if (c.pos >= s.length) return cutHere();
+      r = c.expect(PARAM);
       if (r === "more") return cutHere();
       if (r === false) break;
-      const keyEnd = s.indexOf('">', pos);
+      const keyEnd = s.indexOf('">', c.pos);
       if (keyEnd < 0) return cutHere();
-      const key = s.slice(pos, keyEnd);
+      const key = s.slice(c.pos, keyEnd);
       const valueEnd = s.indexOf(END_PARAM, keyEnd + 2);
       if (valueEnd < 0) {
         if (final && isRawArg(tool, key)) pairs.push([key, s.slice(keyEnd + 2)]);
         return cutHere();
       }
       pairs.push([key, s.slice(keyEnd + 2, valueEnd)]);
-      pos = valueEnd + END_PARAM.length;
+      c.pos = valueEnd + END_PARAM.length;
     }
-    r = expect(END_INVOKE);
+    r = c.expect(END_INVOKE);
     if (r !== true) return r === "more" ? cutHere() : bad;
-    calls.push({ name, arguments: argsObject(tool, pairs) });
+    c.calls.push({ name, arguments: argsObject(tool, pairs) });
   }
-  return calls.length ? { kind: "ok", calls, length: pos } : bad;
+  return c.calls.length ? { kind: "ok", calls: c.calls, length: c.pos } : bad;
 }
 
 export const minimaxM2Format: ToolFormat = {

@@ -176,3 +176,38 @@ export function newSectionParser(spec: SectionSpec): OutputParser {
     },
   };
 }
+
+/**
+ * A read position in a call section, for parsers that walk it literal by literal (the
+ * `<invoke name="...">` families): `expect` consumes a literal, or says the text ends inside it;
+ * `cut` ends the section where the text stops (a final cut keeps the calls written so far, and
+ * the cut one).
+ */
+export type SectionCursor = {
+  pos: number;
+  calls: ParsedCall[];
+  skipWs(): void;
+  /** Literal `l` at `pos`: true (consumed), "more" (the text ends inside it) or false. */
+  expect(l: string): boolean | "more";
+  cut(last?: ParsedCall): SectionResult;
+};
+
+export function sectionCursor(s: string, pos: number, final: boolean): SectionCursor {
+  const c: SectionCursor = {
+    pos,
+    calls: [],
+    skipWs() {
+      while (c.pos < s.length && " \t\r\n".includes(s[c.pos])) c.pos++;
+    },
+    expect(l) {
+      if (s.startsWith(l, c.pos)) return (c.pos += l.length), true;
+      return l.startsWith(s.slice(c.pos)) ? "more" : false;
+    },
+    cut(last) {
+      if (!final) return { kind: "more" };
+      if (last) c.calls.push(last);
+      return c.calls.length ? { kind: "ok", calls: c.calls, length: s.length } : { kind: "more" };
+    },
+  };
+  return c;
+}
