@@ -45,7 +45,7 @@ import {
 import { defaultSampling } from "../lib/engine/sampling.ts";
 import type { ServerState } from "./state.ts";
 import { anthropicError, anthropicTurnError, parseBody } from "./errors.ts";
-import { noteIgnored } from "./ignored.ts";
+import { noteIgnored, noteRelaxed } from "./ignored.ts";
 import { KEEPALIVE_MS, sseResponse } from "./sse.ts";
 
 /** The real API's request size limit for Messages. */
@@ -147,7 +147,10 @@ export function anthropicRoutes(state: ServerState): Hono {
       },
       render: { addGenerationPrompt: true, prefill: true, extra },
     });
-    if (planned.ok) noteIgnored(c, planned.value.notes);
+    if (planned.ok) {
+      noteIgnored(c, planned.value.notes);
+      noteRelaxed(c, planned.value.plan.checks);
+    }
     return planned;
   }
 

@@ -12,9 +12,21 @@
  * @module
  */
 import type { Context, MiddlewareHandler } from "hono";
-import { ignoredHeader, logIgnored } from "../lib/chat/fields.ts";
+import { ignoredHeader, logIgnored, relaxedHeaders } from "../lib/chat/fields.ts";
 
 const noted = new WeakMap<Request, string[]>();
+const relaxedOf = new WeakMap<Request, { relaxed: string[]; checked: string[] }>();
+
+/**
+ * Names what the call grammar of this request's turn relaxed of its tools' schemas
+ * (`x-hearth-relaxed-schema`, `x-hearth-checked-schema`).
+ */
+export function noteRelaxed(
+  c: Context,
+  checks: { relaxed: string[]; checked: string[] } | undefined,
+): void {
+  if (checks && (checks.relaxed.length || checks.checked.length)) relaxedOf.set(c.req.raw, checks);
+}
 
 /** Adds field names to what this request's response will name as ignored. */
 export function noteIgnored(c: Context, fields: string[]): void {
@@ -26,10 +38,16 @@ export function noteIgnored(c: Context, fields: string[]): void {
 
 export const ignoredFieldsHeader: MiddlewareHandler = async (c, next) => {
   await next();
-  const fields = noted.get(c.req.raw);
-  if (!fields?.length) return;
-  logIgnored(`${c.req.method} ${c.req.path}`, fields);
-  for (const [k, v] of Object.entries(ignoredHeader(fields))) {
+  const fields = noted.get(c.req.raw) ?? [];
+  const relaxed = relaxedOf.get(c.req.raw);
+  if (!fields.length && !relaxed) return;
+  const route = `${c.req.method} ${c.req.path}`;
+  logIgnored(route, fields);
+  const headers = {
+    ...ignoredHeader(fields),
+    ...(relaxed ? relaxedHeaders(route, relaxed.relaxed, relaxed.checked) : {}),
+  };
+  for (const [k, v] of Object.entries(headers)) {
     try {
       c.res.headers.set(k, v);
     } catch {

@@ -29,7 +29,7 @@ import type { LoopEvent } from "../lib/chat/tool_loop.ts";
 import { planTurn, startTurn, turnError, turnReady } from "../lib/chat/turn.ts";
 import type { ServerState } from "./state.ts";
 import { openaiError, openaiTurnError, parseBody } from "./errors.ts";
-import { noteIgnored } from "./ignored.ts";
+import { noteIgnored, noteRelaxed } from "./ignored.ts";
 import {
   generationFields,
   merge,
@@ -155,6 +155,7 @@ async function chat(c: Context, state: ServerState, b: ChatBody): Promise<Respon
   });
   if (!planned.ok) return openaiTurnError(c, planned.error, "messages");
   noteIgnored(c, planned.value.notes);
+  noteRelaxed(c, planned.value.plan.checks);
   const started = startTurn(planned.value, {
     signal: c.req.raw.signal,
     sampling: (k) => toSampling(b, k, state.engine?.model.samplingDefaults),

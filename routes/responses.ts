@@ -32,7 +32,7 @@ import { collectLoop, type LoopEvent } from "../lib/chat/tool_loop.ts";
 import { planTurn, startTurn, turnError, turnReady } from "../lib/chat/turn.ts";
 import type { ServerState } from "./state.ts";
 import { openaiError, openaiTurnError, parseBody } from "./errors.ts";
-import { noteIgnored } from "./ignored.ts";
+import { noteIgnored, noteRelaxed } from "./ignored.ts";
 import { modelNotFound, toSampling } from "./openai_common.ts";
 import { KEEPALIVE_MS, sseResponse } from "./sse.ts";
 
@@ -212,6 +212,7 @@ async function respond(
   });
   if (!planned.ok) return openaiTurnError(c, planned.error, "input");
   noteIgnored(c, planned.value.notes);
+  noteRelaxed(c, planned.value.plan.checks);
   const started = startTurn(planned.value, { signal: c.req.raw.signal });
   if (!started.ok) return openaiTurnError(c, started.error, "input");
   const reply = started.value.replies[0];

@@ -30,7 +30,8 @@ import {
   type ToolFormat,
 } from "../lib/chat/formats/mod.ts";
 import { newLazyGrammarSampler, triggerTokenIds } from "../lib/engine/lazy_grammar.ts";
-import { textWithout, VALUE_END } from "../lib/chat/formats/qwen3_coder.ts";
+import { VALUE_END } from "../lib/chat/formats/qwen3_coder.ts";
+import { textWithout } from "../lib/constrain/text_without.ts";
 import { isConstraintError } from "../lib/constrain/error.ts";
 import { newGrammar, render } from "../lib/constrain/gbnf.ts";
 import { jsonSchemaToGbnf, newSchemaSet } from "../lib/constrain/json_schema.ts";
@@ -756,7 +757,7 @@ const LAZY_CASES: Record<ToolFamily, { output: string; parallel: boolean; trigge
     {
       output: '<｜DSML｜function_calls>\n<｜DSML｜invoke name="noop">\n</｜DSML｜invoke>\n' +
         '<｜DSML｜invoke name="tag">\n<｜DSML｜parameter name="label" string="true">bug' +
-        '</｜DSML｜parameter>\n<｜DSML｜parameter name="code" string="false">"ABC-12"' +
+        '</｜DSML｜parameter>\n<｜DSML｜parameter name="code" string="true">ABC-12' +
         "</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>",
       parallel: true,
       trigger: true,
@@ -832,7 +833,7 @@ const LAZY_CASES: Record<ToolFamily, { output: string; parallel: boolean; trigge
     },
     {
       output: "<tool_call>tag<arg_key>label</arg_key><arg_value>bug</arg_value><arg_key>code" +
-        '</arg_key><arg_value>"ABC-12"</arg_value></tool_call>\n<tool_call>noop</tool_call>',
+        "</arg_key><arg_value>ABC-12</arg_value></tool_call>\n<tool_call>noop</tool_call>",
       parallel: true,
       trigger: true,
     },
@@ -880,7 +881,7 @@ const LAZY_CASES: Record<ToolFamily, { output: string; parallel: boolean; trigge
       output: "<|open|>response<|sep|>OK.<|close|>response<|sep|><|open|>tools<|sep|>" +
         '<|open|>call tool="noop" index="1"<|sep|><|close|>call<|sep|><|open|>call tool="tag" ' +
         'index="2"<|sep|><|open|>argument key="label" type="string"<|sep|>bug<|close|>argument' +
-        '<|sep|><|open|>argument key="code" type="string"<|sep|>"ABC-12"<|close|>argument<|sep|>' +
+        '<|sep|><|open|>argument key="code" type="string"<|sep|>ABC-12<|close|>argument<|sep|>' +
         "<|close|>call<|sep|><|close|>tools<|sep|>",
       parallel: true,
       trigger: true,
@@ -901,8 +902,9 @@ const LAZY_CASES: Record<ToolFamily, { output: string; parallel: boolean; trigge
     {
       output: `<mm:think>Two.</mm:think>OK.${NS}<tool_call>\n${NS}<invoke name="noop">` +
         `${NS}</invoke>\n${NS}<invoke name="edit">${NS}<path>a.ts${NS}</path>${NS}<edits>` +
-        `${NS}<item>{"old":"x","new":"y"}${NS}</item>${NS}</edits>${NS}</invoke>\n` +
-        `${NS}<invoke name="tag">${NS}<code>"ABC-12"${NS}</code>${NS}</invoke>\n${NS}</tool_call>`,
+        `${NS}<item>${NS}<old>x${NS}</old>${NS}<new>y${NS}</new>${NS}</item>${NS}</edits>` +
+        `${NS}</invoke>\n` +
+        `${NS}<invoke name="tag">${NS}<code>ABC-12${NS}</code>${NS}</invoke>\n${NS}</tool_call>`,
       parallel: true,
       trigger: true,
     },

@@ -178,9 +178,13 @@ Deno.test("bad constraints are 400s that say what is wrong", async () => {
   );
   await bad({ structured_outputs: { regex: "(a)\\1" } }, /backreference/i);
   await bad({ structured_outputs: { regex: "a(?=b)" } }, /lookahead/i);
-  await bad({ structured_outputs: { json: { type: "integer", multipleOf: 3 } } }, /multipleOf/);
+  await bad({ structured_outputs: { json: { type: "number", multipleOf: 0.5 } } }, /multipleOf/);
   await bad(
-    { structured_outputs: { json: { type: "object", properties: { a: { not: {} } } } } },
+    {
+      structured_outputs: {
+        json: { type: "object", properties: { a: { not: { type: "string" } } } },
+      },
+    },
     /not.*#\/properties\/a/,
   );
   await bad({ structured_outputs: { grammar: "root ::= (" } }, /grammar/);

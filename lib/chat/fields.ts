@@ -15,6 +15,10 @@
  */
 
 export const IGNORED_HEADER = "x-hearth-ignored-fields";
+/** Tool-schema keywords nothing enforces (JSON pointers with the tool's wire path). */
+export const RELAXED_HEADER = "x-hearth-relaxed-schema";
+/** Tool-schema keywords enforced by checking the finished call rather than by the grammar. */
+export const CHECKED_HEADER = "x-hearth-checked-schema";
 
 /** Top-level keys of `body` that are not in `honoured` (hints and unknown fields alike). */
 export function ignoredFields(body: unknown, honoured: ReadonlySet<string>): string[] {
@@ -43,4 +47,28 @@ export function ignoredHeader(ignored: string[]): Record<string, string> {
   // Header values are ASCII; a client's odd key must not make the response fail.
   const value = [...new Set(ignored)].join(", ").replace(/[^\x20-\x7e]/g, "?");
   return { [IGNORED_HEADER]: value };
+}
+
+/**
+ * The headers naming what a turn's call grammar relaxed (`relaxed`: enforced by nothing;
+ * `checked`: by validating the finished call), and the log line, once per distinct list.
+ */
+export function relaxedHeaders(
+  route: string,
+  relaxed: string[],
+  checked: string[],
+): Record<string, string> {
+  const out: Record<string, string> = {};
+  const ascii = (xs: string[]) => [...new Set(xs)].join(", ").replace(/[^\x20-\x7e]/g, "?");
+  if (relaxed.length) out[RELAXED_HEADER] = ascii(relaxed);
+  if (checked.length) out[CHECKED_HEADER] = ascii(checked);
+  const line = `${route}: ${relaxed.length ? `not enforced: ${ascii(relaxed)}` : ""}${
+    relaxed.length && checked.length ? "; " : ""
+  }${checked.length ? `checked on the finished call: ${ascii(checked)}` : ""}`;
+  if ((relaxed.length || checked.length) && !logged.has(line)) {
+    if (logged.size > 1000) logged.clear();
+    logged.add(line);
+    console.error(`hearth: tool schemas relaxed in the call grammar on ${line}`);
+  }
+  return out;
 }

@@ -23,7 +23,10 @@
  * @module
  */
 import { salvageCutCalls } from "./cut_call.ts";
-import { compileConstraint, isConstraintError } from "../constrain/mod.ts";
+import { isConstraintError } from "../constrain/mod.ts";
+import type { Relaxation } from "../constrain/json_schema.ts";
+import { MAX_RESAMPLES, newCallVetter, resampleRequest } from "./call_vetting.ts";
+import { callGrammarFor, type ToolChecks, toolChecks } from "./tool_checks.ts";
 import { checkGrammar } from "../engine/constrained.ts";
 import type { EngineModel } from "../engine/model.ts";
 import type { Sampling } from "../engine/sampling.ts";
@@ -58,6 +61,9 @@ export type ChatGenOptions = {
    * `thinking.budget_tokens`, `reasoning_effort` / `reasoning.effort`); undefined: no cap.
    */
   reasoningBudget?: number;
+  /** How tool `i`'s schema is named on the wire, for relaxed keywords (`tools[i]`.`parameters`). */
+  toolParam?: (i: number) => string;
+  schemaKey?: string;
 };
 
 /**
@@ -90,6 +96,15 @@ export type ChatPlan = {
   primer?: string;
   /** Text of an Anthropic-style prefill the reply continues. */
   prefill?: string;
+  /**
+   * What the call grammar relaxed of the tools' schemas, and the check of finished calls (absent
+   * in a plan put together by hand: calls are then passed on unchecked).
+   */
+  checks?: ToolChecks;
+  /** A call is required from the grammar's first token (a broken one is drawn again). */
+  forced: boolean;
+  /** The call grammar alone (without a reasoning block before it), when a call is required. */
+  callGrammar?: string;
 };
 
 const formats = new WeakMap<CompiledTemplate, ToolFormat>();
@@ -105,11 +120,9 @@ export function toolFormatOf(template: CompiledTemplate): ToolFormat {
 }
 
 /**
- * Checks tool definitions and makes their schemas compilable: a bad name, a duplicate or a schema
- * that is not an object is refused (`param(i)` names the wire field). A valid schema that uses a
- * keyword the grammar compiler cannot enforce (`uniqueItems`, `not`, ...) is not the client's
- * fault: that keyword is dropped from the grammar (the arguments are then constrained a little
- * less than the schema says) and named in the returned notes, never a 400.
+ * Checks tool definitions: a bad name, a duplicate or a schema that is not an object is refused
+ * (`param(i)` names the wire field). A valid schema is never refused for what the grammar cannot
+ * hold: the call grammar relaxes it (see `tool_checks.ts`).
  */
 export function checkTools(
   tools: ToolSpec[],
@@ -117,8 +130,7 @@ export function checkTools(
   schemaKey = "parameters",
 ): { tools: ToolSpec[]; notes: string[] } {
   const seen = new Set<string>();
-  const notes: string[] = [];
-  const out = tools.map((t, i) => {
+  tools.forEach((t, i) => {
     if (!/^[A-Za-z0-9_.:-]{1,128}$/.test(t.name)) {
       throw chatInputError(
         `${param(i)}.name`,
@@ -131,48 +143,8 @@ export function checkTools(
     if (typeof s !== "object" || s === null || Array.isArray(s)) {
       throw chatInputError(`${param(i)}.${schemaKey}`, "must be a JSON Schema object");
     }
-    let schema: Record<string, unknown> = s;
-    for (let tries = 0;; tries++) {
-      try {
-        compileConstraint({ json: schema });
-        return schema === s ? t : { ...t, parameters: schema };
-      } catch (e) {
-        if (!isConstraintError(e)) throw e;
-        // Only a keyword the compiler does not implement is relaxed; a schema that contradicts
-        // itself (minimum above maximum, ...) is the client's mistake and stays a 400.
-        const unsupported = e.message.startsWith("unsupported JSON Schema keyword");
-        const relaxed = tries < 32 && unsupported && e.path
-          ? withoutKeyword(schema, e.path)
-          : undefined;
-        if (!relaxed) {
-          throw chatInputError(`${param(i)}.${schemaKey}`, `tool "${t.name}": ${e.message}`);
-        }
-        notes.push(`${param(i)}.${schemaKey}${e.path!.slice(1)} (not enforced)`);
-        schema = relaxed;
-      }
-    }
   });
-  return { tools: out, notes };
-}
-
-/** A copy of `schema` without the keyword at JSON pointer `path` (`#/a/b`), if it is there. */
-function withoutKeyword(
-  schema: Record<string, unknown>,
-  path: string,
-): Record<string, unknown> | undefined {
-  const keys = path.replace(/^#\/?/, "").split("/").filter((k) => k !== "")
-    .map((k) => k.replace(/~1/g, "/").replace(/~0/g, "~"));
-  if (!keys.length) return undefined;
-  const copy = structuredClone(schema);
-  let node: unknown = copy;
-  for (const k of keys.slice(0, -1)) {
-    if (typeof node !== "object" || node === null) return undefined;
-    node = (node as Record<string, unknown>)[k];
-  }
-  const last = keys.at(-1)!;
-  if (typeof node !== "object" || node === null || !Object.hasOwn(node, last)) return undefined;
-  delete (node as Record<string, unknown>)[last];
-  return copy;
+  return { tools, notes: [] };
 }
 
 /** Renders, tokenizes and picks the grammar; throws a ChatInputError for the client's mistakes. */
@@ -208,6 +180,8 @@ export function planChat(
 
   let grammar = opts.grammar;
   let grammarTriggers: GenRequest["grammarTriggers"];
+  let callGrammar: string | undefined;
+  const relaxed = new Map<number, Relaxation[]>();
   if (active) {
     if (opts.grammar !== undefined) {
       throw chatInputError(
@@ -221,7 +195,9 @@ export function planChat(
       : conv.tools;
     const parallel = conv.parallelToolCalls && choice.type !== "tool";
     try {
-      grammar = format.callGrammar(tools, { parallel });
+      const built = callGrammarFor(format, tools, { parallel });
+      grammar = callGrammar = built.gbnf;
+      for (const [i, rs] of built.relaxed) relaxed.set(conv.tools.indexOf(tools[i]), rs);
     } catch (e) {
       if (isConstraintError(e)) throw chatInputError("tools", e.message);
       throw e;
@@ -257,11 +233,20 @@ export function planChat(
     ...(format.reasoning ? [format.reasoning.start, format.reasoning.end] : []),
     ...(active && grammar !== undefined ? markerLiterals(grammar) : []),
   ]);
+  const forced = active && choice.type !== "auto";
   return {
     prompt,
     text: rendered.text,
     format,
     reasoningOpen,
+    checks: toolChecks(
+      conv.tools,
+      relaxed,
+      opts.toolParam ?? ((i) => `tools[${i}]`),
+      opts.schemaKey ?? "parameters",
+    ),
+    forced,
+    ...(forced && callGrammar ? { callGrammar } : {}),
     ...(primer ? { primer } : {}),
     tools: conv.tools,
     model: m,
@@ -310,19 +295,39 @@ export type ChatEvent =
   }
   | { type: "error"; message: string };
 
+/** How a reply may draw a broken required call again (see `call_vetting.ts`). */
+export type ReplyOptions = {
+  /** Submits a request to the engine (absent: no resampling). */
+  submit?: (req: GenRequest) => AsyncIterable<GenEvent>;
+  /** The request `events` came from (default `plan.req`). */
+  base?: GenRequest;
+};
+
 /**
  * The engine's events as a chat reply: reasoning, text and tool calls in order, then `end` (or
  * `error`). Ending the iteration early, or `signal` aborting, closes the engine's iterator,
- * which frees the sequence.
+ * which frees the sequence. Finished calls are held to their tools' schemas (`call_vetting.ts`).
  */
 export async function* chatReply(
   events: AsyncIterable<GenEvent>,
   plan: ChatPlan,
   signal?: AbortSignal,
+  opts: ReplyOptions = {},
 ): AsyncGenerator<ChatEvent> {
-  const it = events[Symbol.asyncIterator]();
+  let it = events[Symbol.asyncIterator]();
   const onAbort = () => void it.return?.();
   signal?.addEventListener("abort", onAbort, { once: true });
+  let attempt = 0;
+  let written = ""; // the engine's text in this attempt
+  let keptTokens = 0; // tokens of earlier attempts the reply goes on from
+  let base = opts.base ?? plan.req;
+  let reasoningEnd = plan.reasoningOpen ? plan.format.reasoning?.end : undefined;
+  const vetter = newCallVetter(
+    plan.checks,
+    () => plan.forced && opts.submit !== undefined && attempt < MAX_RESAMPLES && !signal?.aborted,
+  );
+  // Calls written inside reasoning are never required: a broken one is reported, not resampled.
+  const thoughtVetter = newCallVetter(plan.checks, () => false);
   const reasoning = plan.format.reasoning
     ? newReasoningSplitter({ ...plan.format.reasoning, open: plan.reasoningOpen })
     : undefined;
@@ -359,18 +364,18 @@ export async function* chatReply(
     for (const p of pieces) {
       if (p.type === "reasoning") {
         thinking = true;
-        yield* fromThoughts(thoughts!.push(p.text), true);
+        yield* fromThoughts(thoughtVetter.vet(thoughts!.push(p.text)), true);
         continue;
       }
       if (thinking) {
         // The reasoning has ended: what its parser holds (a possible marker) is reasoning, and
         // comes before the answer.
-        yield* fromThoughts(thoughts!.end(), true);
+        yield* fromThoughts(thoughtVetter.vet(thoughts!.end()), true);
         thoughts = plan.format.newParser(plan.tools);
         fromThoughts = numbered();
         thinking = false;
       }
-      yield* fromText(parser.push(p.text), false);
+      yield* fromText(vetter.vet(parser.push(p.text)), false);
     }
   }
   function* count(evs: Iterable<ReplyEvent>) {
@@ -379,25 +384,57 @@ export async function* chatReply(
       yield ev;
     }
   }
+  /** Draws the required call again when the vetter asked for it; false when it did not. */
+  const resampled = async (): Promise<boolean> => {
+    const why = vetter.takeResample();
+    if (!why) return false;
+    await it.return?.();
+    attempt++;
+    console.error(
+      `hearth: a required call broke its schema (${why}); drawing it again (${attempt})`,
+    );
+    const { req, prefixTokens } = resampleRequest(plan.model, base, {
+      written,
+      reasoningEnd,
+      callGrammar: plan.callGrammar,
+      attempt,
+    });
+    if (prefixTokens) {
+      // Later draws go on from the same point: the reasoning is in their prompt now.
+      keptTokens = prefixTokens;
+      base = { ...req, sampling: base.sampling };
+      reasoningEnd = undefined;
+    }
+    written = "";
+    it = opts.submit!(req)[Symbol.asyncIterator]();
+    return true;
+  };
   try {
     while (!signal?.aborted) {
       const r = await it.next();
       if (r.done || signal?.aborted) break;
       const ev = r.value;
       if (ev.type === "text") {
+        written += ev.text;
         const pieces = reasoning
           ? reasoning.push(ev.text)
           : [{ type: "text" as const, text: ev.text }];
         yield* count(route(pieces));
+        await resampled();
       } else if (ev.type === "logprobs") {
         yield { type: "logprobs", entries: ev.entries };
       } else if (ev.type === "done") {
         if (reasoning) yield* count(route(reasoning.end()));
-        if (thoughts) yield* count(fromThoughts(thoughts.end(), true));
+        if (await resampled()) continue;
+        if (thoughts) yield* count(fromThoughts(thoughtVetter.vet(thoughts.end()), true));
         const tail = parser.end();
         yield* count(
-          fromText(ev.finishReason === "length" ? cutCallEvents(tail, plan) : tail, false),
+          fromText(
+            vetter.vet(ev.finishReason === "length" ? cutCallEvents(tail, plan) : tail),
+            false,
+          ),
         );
+        if (await resampled()) continue;
         yield {
           type: "end",
           // A reply cut by the limit says so even when it holds calls: the last may be partial.
@@ -407,9 +444,10 @@ export async function* chatReply(
             ? "tool_calls"
             : ev.finishReason,
           ...(ev.stopString !== undefined ? { stopString: ev.stopString } : {}),
-          promptTokens: ev.promptTokens,
-          cachedTokens: ev.cachedTokens,
-          completionTokens: ev.completionTokens,
+          // A resampled reply counts as the one the client got: the prompt it was asked for.
+          promptTokens: ev.promptTokens - keptTokens,
+          cachedTokens: Math.min(ev.cachedTokens, ev.promptTokens - keptTokens),
+          completionTokens: ev.completionTokens + keptTokens,
           reasoningTokens: reasoningText
             ? tokenizeText(plan.model, reasoningText, false).length
             : 0,
@@ -543,5 +581,5 @@ export async function* chatRound(
     yield { type: "error", message: (e as Error).message };
     return;
   }
-  yield* chatReply(events, plan, signal);
+  yield* chatReply(events, plan, signal, { submit: (req) => submit({ ...req, signal }) });
 }

@@ -185,7 +185,11 @@ export async function planTurn(deps: TurnDeps, req: TurnRequest): Promise<TurnRe
         return fail("invalid_request", `${down.param}: ${down.why}`, down.param);
       }
     }
-    const plan = planChat(engine.model, template, conv, req.gen, req.render);
+    const plan = planChat(engine.model, template, conv, {
+      ...req.gen,
+      toolParam: req.toolParam,
+      schemaKey: req.schemaKey ?? "parameters",
+    }, req.render);
     return { ok: true, value: { plan, notes, serverTools, conv, request: req, engine, template } };
   } catch (e) {
     return { ok: false, error: turnError(e, req.promptParam) };
@@ -207,11 +211,9 @@ export function startTurn(
   try {
     for (let k = 0; k < (turn.request.choices ?? 1); k++) {
       const sampling = opts.sampling?.(k) ?? turn.plan.req.sampling;
-      const first = chatReply(
-        turn.engine.submit({ ...turn.plan.req, sampling, signal }),
-        turn.plan,
-        signal,
-      );
+      const base = { ...turn.plan.req, sampling };
+      const submit = (req: GenRequest) => turn.engine.submit({ ...req, signal });
+      const first = chatReply(submit(base), turn.plan, signal, { submit, base });
       replies.push(turn.serverTools ? toolLoop(turn, turn.serverTools, first, signal) : first);
     }
   } catch (e) {

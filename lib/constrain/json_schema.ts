@@ -1,28 +1,38 @@
 /**
- * JSON Schema (2020-12, plus `definitions` and array-form `items` from older drafts) to a GBNF
- * grammar for JSON text. Every text the grammar accepts is valid under the schema; the grammar
- * picks one spelling where JSON allows several (compact or lightly indented whitespace, properties
- * in schema order with extra keys last, plain decimals, a single escape per character in patterned
- * strings), so it is exact on what JSON.stringify would write, not on every equivalent text.
+ * JSON Schema (2020-12, plus `definitions`, array-form `items` and draft-04 boolean exclusive
+ * bounds from older drafts) to a GBNF grammar for values written in a {@link Notation}: JSON text,
+ * Gemma 4's argument notation, or a tagged family's raw string. Every text the grammar accepts is
+ * valid under the schema; the grammar picks one spelling where the notation allows several
+ * (compact or lightly indented whitespace, properties in schema order with extra keys last, plain
+ * decimals, a single escape per character in patterned strings).
  *
- * Supported: `type` (incl. arrays of types), `enum`, `const`, `properties`, `required`,
- * `additionalProperties`, `items`, `prefixItems`, `minItems`, `maxItems`, `minimum`, `maximum`,
- * `exclusiveMinimum`, `exclusiveMaximum` (integers and plain decimals, exact), `minLength`,
- * `maxLength`, `pattern`, `format` (date, time, date-time, uuid, email, ipv4; lengths combine with
- * patterns and formats), `anyOf`, `oneOf` (as alternation: exact when branches cannot overlap),
- * `allOf` (merged), `$ref` to anything inside the document (recursion works), boolean schemas.
- * Keywords that would change validity but are not implemented throw a {@link ConstraintError}
- * naming the keyword and its JSON pointer; annotations and unknown keywords are ignored.
+ * Enforced: `type` (incl. arrays of types), `enum` (long ones as a trie), `const`, `properties`,
+ * `required`, `additionalProperties`, `items`, `prefixItems`, `minItems`, `maxItems`, numeric
+ * bounds (exact), `multipleOf` on integers, `minLength`, `maxLength`, `pattern`, `format` (the
+ * regexes of `schema_formats.ts`), `anyOf`, `oneOf` (as alternation), `allOf` (merged), `$ref`
+ * inside the document (pointers, anchors; recursion works), boolean schemas.
+ *
+ * What the grammar cannot hold is either an error (strict mode: `jsonSchemaToGbnf`, structured
+ * outputs, where the output must always satisfy the schema) or, when the caller passes a
+ * {@link RelaxSink} (tool calls, which must never be refused for a hard schema), a
+ * {@link Relaxation} naming the keyword by its JSON pointer, while everything else is still
+ * enforced: `checked` ones (`uniqueItems`, `not`, `if`, a pattern the grammar cannot read, a length
+ * too large to count beside a pattern, ...) are validated on the finished value, the others (an
+ * unknown `format`, a `$ref` outside the document) cannot be enforced at all.
  *
  * @example
  * ```ts
- * import { jsonSchemaToGbnf } from "./json_schema.ts";
+ * import { jsonSchemaToGbnf, newSchemaSet } from "./json_schema.ts";
  * const gbnf = jsonSchemaToGbnf({
  *   type: "object",
  *   properties: { name: { type: "string" }, age: { type: "integer", minimum: 0, maximum: 150 } },
  *   required: ["name"],
  *   additionalProperties: false,
  * });
+ * const relaxed: import("./json_schema.ts").Relaxation[] = [];
+ * const set = newSchemaSet();
+ * set.compile({ type: "array", uniqueItems: true }, "tags", "#", { relax: (r) => relaxed.push(r) });
+ * // relaxed: [{ pointer: "#/uniqueItems", keyword: "uniqueItems", checked: true, ... }]
  * ```
  * @module
  */
@@ -30,18 +40,14 @@ import { constraintError, isConstraintError } from "./error.ts";
 import {
   alt,
   ANY_CHAR,
-  type CharSet,
   charSet,
   cls,
-  complementSet,
   define,
   EMPTY,
   type Expr,
   type Grammar,
-  intersectSets,
   isEmpty as isEmptyExpr,
   lit,
-  MAX_CODE_POINT,
   NEVER,
   newGrammar,
   opt,
@@ -51,7 +57,6 @@ import {
   reserve,
   ruleRef,
   seq,
-  setHas,
   subtractSets,
 } from "./gbnf.ts";
 import {
@@ -67,19 +72,39 @@ import {
   parseRegex,
   regexLength,
   type RegexNode,
+  regexProduct,
   regexToExpr,
-  regexWithLength,
 } from "./regex.ts";
 import { LARK_KEYWORD, larkExpr } from "./lark.ts";
+import { jsonNotation, jsonTextChar, type Notation } from "./notation.ts";
+import { FORMATS, FREE_FORMATS, NUMBER_FORMATS } from "./schema_formats.ts";
+import { isRefProblem, resolveRef } from "./schema_refs.ts";
+import { type JsonType, mergeAll, type MergeHooks } from "./schema_merge.ts";
+import { literalTrie } from "./text_without.ts";
+import { multiplesOf } from "./multiples.ts";
+
+export { FORMATS } from "./schema_formats.ts";
+export { jsonChar } from "./notation.ts";
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 type Schema = boolean | { [k: string]: Json };
-type JsonType = "null" | "boolean" | "object" | "array" | "number" | "integer" | "string";
+
+/** A keyword the grammar does not enforce, by its JSON pointer inside the schema. */
+export type Relaxation = {
+  pointer: string;
+  keyword: string;
+  why: string;
+  /** Validated on the finished value instead (false: not enforced at all). */
+  checked: boolean;
+};
+
+/** Receives relaxations; without one, the compiler throws where it would relax. */
+export type RelaxSink = (r: Relaxation) => void;
 
 const ALL_TYPES: JsonType[] = ["object", "array", "string", "number", "boolean", "null"];
 
 // Keywords that only describe; they never change which instances are valid.
-const ANNOTATIONS = new Set([
+export const ANNOTATIONS: ReadonlySet<string> = new Set([
   "$schema",
   "$id",
   "$anchor",
@@ -126,7 +151,6 @@ const TYPE_OF_KEYWORD: Record<string, JsonType> = {
   minLength: "string",
   maxLength: "string",
   pattern: "string",
-  format: "string",
   minimum: "number",
   maximum: "number",
   exclusiveMinimum: "number",
@@ -134,32 +158,14 @@ const TYPE_OF_KEYWORD: Record<string, JsonType> = {
   multipleOf: "number",
 };
 
-/** Regexes (full match) for the formats with a grammar; each accepts only valid values. */
-const LEAP_YEAR = "(?:\\d{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)";
-const DATE = "(?:\\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\\d|3[01])|(?:0[469]|11)-" +
-  "(?:0[1-9]|[12]\\d|30)|02-(?:0[1-9]|1\\d|2[0-8]))|" + LEAP_YEAR + "-02-29)";
-const HH = "(?:[01]\\d|2[0-3])";
-const TIME = `${HH}:[0-5]\\d:[0-5]\\d(?:\\.\\d{1,9})?(?:Z|[+-]${HH}:[0-5]\\d)`;
-const LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
-const ATOM = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+";
-const OCTET = "(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)";
-const HEX = "[0-9a-fA-F]";
-export const FORMATS: Record<string, string> = {
-  date: DATE,
-  time: TIME,
-  "date-time": `${DATE}T${TIME}`,
-  uuid: `${HEX}{8}-${HEX}{4}-${HEX}{4}-${HEX}{4}-${HEX}{12}`,
-  email: `${ATOM}(?:\\.${ATOM})*@(?:${LABEL}\\.)+${LABEL}`,
-  ipv4: `(?:${OCTET}\\.){3}${OCTET}`,
-};
-
 // Work bounds for user-controlled blow-ups.
-const MAX_BRANCHES = 256;
 const MAX_DEPTH = 200;
 // Inline nesting (parentheses in one rule) allowed before a named rule takes over; llama.cpp's
 // parser recurses once per parenthesis.
 const NEST = 8;
 const MAX_WS_INDENT = 20;
+/** Enums longer than this are written as a trie of their texts. */
+const TRIE_FROM = 16;
 
 type Ctx = {
   root: Json;
@@ -172,36 +178,35 @@ type Ctx = {
   /** Keys whose schema was proven unsatisfiable, with the error to repeat. */
   failed: Map<string, unknown>;
   depth: number;
+  notation: Notation;
+  relax?: RelaxSink;
 };
 
-/** A grammar whose root matches JSON texts valid under `schema`. */
-export function jsonSchemaToGbnf(schema: unknown): string {
-  const ctx: Ctx = {
-    root: schema as Json,
-    g: newGrammar(),
+function newCtx(root: unknown, g: Grammar, std: Map<string, Expr>, opts: CompileOptions): Ctx {
+  return {
+    root: root as Json,
+    g,
     named: new Map(),
     unguarded: [],
-    std: new Map(),
+    std,
     failed: new Map(),
     depth: 0,
+    notation: opts.notation ?? jsonNotation,
+    relax: opts.relax,
   };
-  const expr = compile(ctx, schema, "#");
-  return render(ctx.g, expr);
+}
+
+/** A grammar whose root matches JSON texts valid under `schema` (strict: refuses what it cannot enforce). */
+export function jsonSchemaToGbnf(schema: unknown): string {
+  const ctx = newCtx(schema, newGrammar(), new Map(), {});
+  return render(ctx.g, compile(ctx, schema, "#"));
 }
 
 /** A grammar for any JSON object (for `response_format: json_object`). */
 export function jsonObjectGbnf(): string {
-  const ctx: Ctx = {
-    root: {},
-    g: newGrammar(),
-    named: new Map(),
-    unguarded: [],
-    std: new Map(),
-    failed: new Map(),
-    depth: 0,
-  };
+  const ctx = newCtx({}, newGrammar(), new Map(), {});
   anyValue(ctx);
-  return render(ctx.g, ctx.std.get("object")!);
+  return render(ctx.g, ctx.std.get("json:object")!);
 }
 
 // ---------------------------------------------------------------- helpers
@@ -218,17 +223,25 @@ function err(keyword: string, message: string, path: string): never {
   throw constraintError(keyword, message, path);
 }
 
-function unsupported(keyword: string, path: string, why = ""): never {
-  err(
-    keyword,
-    `unsupported JSON Schema keyword "${keyword}"${why ? `: ${why}` : ""}`,
-    ptr(path, keyword),
-  );
+/**
+ * A keyword the grammar will not enforce at `path`: strict mode throws (naming it), relaxed mode
+ * records it and the caller carries on without it.
+ */
+function relax(ctx: Ctx, keyword: string, path: string, why: string, checked = true): void {
+  if (!ctx.relax) {
+    err(
+      keyword,
+      `unsupported JSON Schema keyword "${keyword}"${why ? `: ${why}` : ""}`,
+      ptr(path, keyword),
+    );
+  }
+  ctx.relax({ pointer: ptr(path, keyword), keyword, why, checked });
 }
 
-/** Canonical JSON text of a value (what `const`/`enum` emit). */
-function canonical(v: Json): string {
-  return JSON.stringify(v);
+/** A malformed keyword: an error in strict mode, ignored (and named, unenforced) when relaxing. */
+function malformed(ctx: Ctx, keyword: string, message: string, at: string): void {
+  if (!ctx.relax) err(keyword, message, at);
+  ctx.relax({ pointer: at, keyword, why: message, checked: false });
 }
 
 function baseName(path: string): string {
@@ -244,17 +257,19 @@ function baseName(path: string): string {
   return parts.slice(-2).join("-") || "value";
 }
 
-/** A standard rule (`ws`, `string`, `value`, ...) created on first use. */
+/** A standard rule (`ws`, `string`, `value`, ...) of the notation, created on first use. */
 function std(ctx: Ctx, name: string, build: () => Expr): Expr {
-  const have = ctx.std.get(name);
+  const key = `${ctx.notation.id}:${name}`;
+  const have = ctx.std.get(key);
   if (have) return have;
-  const r = ref(reserve(ctx.g, name));
-  ctx.std.set(name, r);
+  const r = ref(reserve(ctx.g, ctx.notation.id === "json" ? name : `${ctx.notation.id}-${name}`));
+  ctx.std.set(key, r);
   define(ctx.g, r.name, build());
   return r;
 }
 
 function ws(ctx: Ctx): Expr {
+  if (!ctx.notation.layout) return EMPTY;
   // One space, or a newline and bounded indentation: enough for compact and pretty-printed JSON,
   // and no whitespace loop a model could get stuck in.
   return std(
@@ -264,51 +279,50 @@ function ws(ctx: Ctx): Expr {
   );
 }
 
-const HEX_SET = charSet(["0", "9"], ["a", "f"], ["A", "F"]);
-
-function stringChar(ctx: Ctx): Expr {
-  return std(ctx, "char", () =>
-    alt(
-      cls(complementSet(charSet('"\\', [0, 0x1f]))),
-      seq(
-        lit("\\"),
-        alt(
-          cls(charSet('"\\/bfnrt')),
-          // \uXXXX except surrogates, so a decoded length is always the escape count.
-          seq(
-            lit("u"),
-            alt(
-              seq(cls(subtractSets(HEX_SET, charSet("dD"))), rep(cls(HEX_SET), 3, 3)),
-              seq(cls(charSet("dD")), cls(charSet(["0", "7"])), rep(cls(HEX_SET), 2, 2)),
-            ),
-          ),
-        ),
-      ),
-    ));
+/** The content of any string, every spelling the notation allows. */
+function anyText(ctx: Ctx): Expr {
+  if (ctx.notation.id === "json") {
+    return rep(std(ctx, "char", jsonTextChar), 0, Infinity);
+  }
+  return std(ctx, "text", () => ctx.notation.text(ctx.g));
 }
 
 function anyString(ctx: Ctx): Expr {
-  return std(ctx, "string", () => seq(lit('"'), rep(stringChar(ctx), 0, Infinity), lit('"')));
+  const q = lit(ctx.notation.quote);
+  return std(ctx, "string", () => seq(q, anyText(ctx), q));
 }
 
 function anyValue(ctx: Ctx): Expr {
-  const have = ctx.std.get("value");
+  const key = `${ctx.notation.id}:value`;
+  const have = ctx.std.get(key);
   if (have) return have;
-  const value = ref(reserve(ctx.g, "value"));
-  ctx.std.set("value", value);
+  const n = ctx.notation;
+  const value = ref(reserve(ctx.g, n.id === "json" ? "value" : `${n.id}-value`));
+  ctx.std.set(key, value);
+  if (n.anyValue) {
+    define(ctx.g, value.name, n.anyValue(ctx.g));
+    return value;
+  }
   const w = ws(ctx);
   const str = anyString(ctx);
-  const member = seq(str, w, lit(":"), w, value, w);
+  const name = n.id === "json"
+    ? str
+    : seq(lit(n.keyQuote), rep(n.keyChar(ANY_CHAR), 1, 64), lit(n.keyQuote));
+  const member = n.object.member(name, value, w);
+  const { open, close, sep } = n.object;
   const object = std(
     ctx,
     "object",
-    () => seq(lit("{"), w, opt(seq(member, rep(seq(lit(","), w, member), 0, Infinity))), lit("}")),
+    () =>
+      seq(lit(open), w, opt(seq(member, rep(seq(lit(sep), w, member), 0, Infinity))), lit(close)),
   );
-  const item = seq(value, w);
+  const item = n.array.item(value, w);
+  const a = n.array;
   const array = std(
     ctx,
     "array",
-    () => seq(lit("["), w, opt(seq(item, rep(seq(lit(","), w, item), 0, Infinity))), lit("]")),
+    () =>
+      seq(lit(a.open), w, opt(seq(item, rep(seq(lit(a.sep), w, item), 0, Infinity))), lit(a.close)),
   );
   const number = std(ctx, "number", anyNumber);
   define(
@@ -319,57 +333,18 @@ function anyValue(ctx: Ctx): Expr {
   return value;
 }
 
-/** How each character of a string value is written inside JSON quotes (one spelling each). */
-export function jsonChar(set: CharSet): Expr {
-  const parts: Expr[] = [
-    cls(subtractSets(intersectSets(set, [[0x20, MAX_CODE_POINT]]), charSet('"\\'))),
-  ];
-  if (setHas(set, 0x22)) parts.push(lit('\\"'));
-  if (setHas(set, 0x5c)) parts.push(lit("\\\\"));
-  const short: Record<number, string> = { 8: "b", 9: "t", 10: "n", 12: "f", 13: "r" };
-  const lows: number[][] = [[], []];
-  for (let c = 0; c < 0x20; c++) {
-    if (!setHas(set, c)) continue;
-    if (short[c]) parts.push(lit("\\" + short[c]));
-    else lows[c >> 4].push(c & 15);
-  }
-  lows.forEach((l, hi) => {
-    if (l.length) parts.push(seq(lit(`\\u00${hi}`), cls(charSet(...l.map((d) => d.toString(16))))));
-  });
-  return alt(...parts);
+/** Any object (the fallback for a tool's arguments whose schema had to be given up). */
+function anyObject(ctx: Ctx): Expr {
+  anyValue(ctx);
+  return ctx.std.get(`${ctx.notation.id}:object`)!;
 }
 
 // ---------------------------------------------------------------- $ref
 
-function resolvePointer(ctx: Ctx, refText: string, path: string): { key: string; schema: Schema } {
-  if (!refText.startsWith("#")) {
-    err(
-      "$ref",
-      `only references inside the schema ("#/...") are supported, got ${JSON.stringify(refText)}`,
-      path,
-    );
-  }
-  let frag: string;
-  try {
-    frag = decodeURIComponent(refText.slice(1));
-  } catch {
-    err("$ref", `malformed $ref ${JSON.stringify(refText)}`, path);
-  }
-  if (frag !== "" && !frag.startsWith("/")) {
-    err("$ref", `anchor references are not supported, got ${JSON.stringify(refText)}`, path);
-  }
-  let node: Json = ctx.root;
-  for (const raw of frag === "" ? [] : frag.slice(1).split("/")) {
-    const key = raw.replace(/~1/g, "/").replace(/~0/g, "~");
-    if (Array.isArray(node) && /^\d+$/.test(key) && Number(key) < node.length) {
-      node = node[Number(key)];
-    } else if (isObject(node) && Object.hasOwn(node, key)) node = node[key];
-    else err("$ref", `$ref ${JSON.stringify(refText)} points to nothing`, path);
-  }
-  if (typeof node !== "boolean" && !isObject(node)) {
-    err("$ref", `$ref ${JSON.stringify(refText)} does not point to a schema`, path);
-  }
-  return { key: "#" + frag, schema: node };
+function resolve(ctx: Ctx, refText: string, path: string): { key: string; schema: Schema } {
+  const r = resolveRef(ctx.root, refText);
+  if (isRefProblem(r)) err("$ref", r.problem, path);
+  return r;
 }
 
 /** A rule compiled once per key; recursion through containers is fine, a bare cycle is not. */
@@ -379,7 +354,9 @@ function named(ctx: Ctx, key: string, base: string, path: string, build: () => E
   const have = ctx.named.get(key);
   if (have) {
     if (ctx.unguarded.includes(key)) {
-      err("$ref", "reference cycle that reads no input (left recursion)", path);
+      if (!ctx.relax) err("$ref", "reference cycle that reads no input (left recursion)", path);
+      relax(ctx, "$ref", path.replace(/\/\$ref$/, ""), "a reference cycle that reads no input");
+      return anyValue(ctx);
     }
     return ref(have);
   }
@@ -401,7 +378,9 @@ function named(ctx: Ctx, key: string, base: string, path: string, build: () => E
   } finally {
     ctx.unguarded.pop();
   }
-  if (body.k === "never") err("schema", "no JSON value satisfies this schema", path);
+  if (body.k === "never") {
+    throw unsatisfiable("schema", "no JSON value satisfies this schema", path);
+  }
   define(ctx.g, name, body);
   return ref(name);
 }
@@ -431,12 +410,18 @@ function child(ctx: Ctx, schema: unknown, path: string): Expr {
 
 // ---------------------------------------------------------------- compile
 
-function validityKeys(s: { [k: string]: Json }): string[] {
-  return Object.keys(s).filter((k) => !ANNOTATIONS.has(k));
-}
-
 function compile(ctx: Ctx, schema: unknown, path: string): Expr {
-  if (++ctx.depth > MAX_DEPTH) err("schema", `schema nested deeper than ${MAX_DEPTH}`, path);
+  if (ctx.depth + 1 > MAX_DEPTH) {
+    if (!ctx.relax) err("schema", `schema nested deeper than ${MAX_DEPTH}`, path);
+    ctx.relax({
+      pointer: path,
+      keyword: "schema",
+      why: `nested deeper than ${MAX_DEPTH}`,
+      checked: true,
+    });
+    return anyValue(ctx);
+  }
+  ctx.depth++;
   try {
     return compileSchema(ctx, schema, path);
   } finally {
@@ -444,20 +429,32 @@ function compile(ctx: Ctx, schema: unknown, path: string): Expr {
   }
 }
 
+function without(s: { [k: string]: Json }, drop: (k: string) => boolean): { [k: string]: Json } {
+  return Object.fromEntries(Object.entries(s).filter(([k]) => !drop(k)));
+}
+
 function compileSchema(ctx: Ctx, schema: unknown, path: string): Expr {
   if (schema === true) return anyValue(ctx);
-  if (schema === false) err("false", "schema `false` matches no value", path);
+  if (schema === false) throw unsatisfiable("false", "schema `false` matches no value", path);
   if (!isObject(schema)) {
-    err("schema", `a schema must be an object or a boolean, got ${JSON.stringify(schema)}`, path);
+    if (!ctx.relax) {
+      err("schema", `a schema must be an object or a boolean, got ${JSON.stringify(schema)}`, path);
+    }
+    ctx.relax({ pointer: path, keyword: "schema", why: "not a schema", checked: false });
+    return anyValue(ctx);
   }
-  const s = schema;
+  let s = schema;
 
   if ("$ref" in s) {
-    if (typeof s.$ref !== "string") err("$ref", "$ref must be a string", ptr(path, "$ref"));
-    const rest = Object.fromEntries(
-      Object.entries(s).filter(([k]) => k !== "$ref" && !ANNOTATIONS.has(k)),
-    );
-    const target = resolvePointer(ctx, s.$ref, ptr(path, "$ref"));
+    const rest = without(s, (k) => k === "$ref" || ANNOTATIONS.has(k));
+    const refPath = ptr(path, "$ref");
+    const target = typeof s.$ref === "string" ? resolveRef(ctx.root, s.$ref) : undefined;
+    if (!target || isRefProblem(target)) {
+      const why = target ? target.problem : "$ref must be a string";
+      if (!ctx.relax) err("$ref", why, refPath);
+      ctx.relax({ pointer: refPath, keyword: "$ref", why, checked: false });
+      return Object.keys(rest).length ? compile(ctx, rest, path) : anyValue(ctx);
+    }
     if (Object.keys(rest).length === 0) {
       return named(
         ctx,
@@ -472,14 +469,12 @@ function compileSchema(ctx: Ctx, schema: unknown, path: string): Expr {
 
   if ("allOf" in s) {
     if (!Array.isArray(s.allOf) || s.allOf.length === 0) {
-      err("allOf", "allOf must be a non-empty array", ptr(path, "allOf"));
+      malformed(ctx, "allOf", "allOf must be a non-empty array", ptr(path, "allOf"));
+      return compile(ctx, without(s, (k) => k === "allOf"), path);
     }
-    const rest = Object.fromEntries(
-      Object.entries(s).filter(([k]) => k !== "allOf" && !ANNOTATIONS.has(k)),
-    );
-    const parts = [rest, ...s.allOf] as Schema[];
+    const parts = [without(s, (k) => k === "allOf" || ANNOTATIONS.has(k)), ...s.allOf] as Schema[];
     return named(ctx, "all:" + JSON.stringify(parts), baseName(path), path, () => {
-      const merged = parts.reduce((a, b) => merge(ctx, a, b, ptr(path, "allOf")), true as Schema);
+      const merged = mergeAll(mergeHooks(ctx), parts, ptr(path, "allOf"));
       if (merged === false) {
         throw unsatisfiable("allOf", "allOf branches contradict each other", ptr(path, "allOf"));
       }
@@ -491,11 +486,10 @@ function compileSchema(ctx: Ctx, schema: unknown, path: string): Expr {
     if (!(kw in s)) continue;
     const branches = s[kw];
     if (!Array.isArray(branches) || branches.length === 0) {
-      err(kw, `${kw} must be a non-empty array`, ptr(path, kw));
+      malformed(ctx, kw, `${kw} must be a non-empty array`, ptr(path, kw));
+      return compile(ctx, without(s, (k) => k === kw), path);
     }
-    const rest = Object.fromEntries(
-      Object.entries(s).filter(([k]) => k !== kw && !ANNOTATIONS.has(k)),
-    );
+    const rest = without(s, (k) => k === kw || ANNOTATIONS.has(k));
     const hasRest = Object.keys(rest).length > 0;
     const alts: Expr[] = [];
     let firstError: unknown;
@@ -516,13 +510,17 @@ function compileSchema(ctx: Ctx, schema: unknown, path: string): Expr {
     if (e.k === "never") {
       throw firstError ?? constraintError(kw, `no ${kw} branch can match`, ptr(path, kw));
     }
+    // Alternation is oneOf only where no value can match two branches.
+    if (kw === "oneOf" && ctx.relax && alts.length > 1 && !disjoint(ctx, branches as Schema[])) {
+      relax(ctx, "oneOf", path, "branches that may overlap are checked on the finished value");
+    }
     return e;
   }
 
-  checkUnsupported(s, path);
+  s = dropUnsupported(ctx, s, path);
   if ("enum" in s || "const" in s) return compileEnum(ctx, s, path);
 
-  const types = typesOf(s, path);
+  const types = typesOf(ctx, s, path);
   const alts: Expr[] = [];
   let firstError: unknown;
   for (const t of types) {
@@ -538,6 +536,50 @@ function compileSchema(ctx: Ctx, schema: unknown, path: string): Expr {
   return e;
 }
 
+function mergeHooks(ctx: Ctx): MergeHooks {
+  return {
+    resolve: (r, path) => resolve(ctx, r, path).schema,
+    typesOf: (s, path) => typesOf(ctx, s, path),
+    fail: err,
+    unsupported: (kw, path, why) => relax(ctx, kw, path, why),
+    annotations: ANNOTATIONS,
+  };
+}
+
+/** Whether no value can match two of `branches`: their types differ, or a `const` tells them apart. */
+function disjoint(ctx: Ctx, branches: Schema[]): boolean {
+  const deref = (b: Schema): Schema => {
+    for (let i = 0; i < 8 && isObject(b) && typeof b.$ref === "string"; i++) {
+      const r = resolveRef(ctx.root, b.$ref);
+      if (isRefProblem(r)) return b;
+      b = r.schema;
+    }
+    return b;
+  };
+  const shapes = branches.map(deref);
+  if (!shapes.every(isObject)) return false;
+  const objs = shapes as { [k: string]: Json }[];
+  // Distinct single types (integer counts as number).
+  const kind = (s: { [k: string]: Json }) =>
+    typeof s.type === "string" ? (s.type === "integer" ? "number" : s.type) : undefined;
+  const kinds = objs.map(kind);
+  if (kinds.every((k) => k) && new Set(kinds).size === kinds.length) return true;
+  // Distinct constants of the whole value, or of one required discriminator property.
+  const consts = objs.map((s) => ("const" in s ? JSON.stringify(s.const) : undefined));
+  if (consts.every((c) => c !== undefined) && new Set(consts).size === consts.length) return true;
+  const first = objs[0].properties;
+  if (!isObject(first)) return false;
+  for (const [name] of Object.entries(first)) {
+    const tags = objs.map((s) => {
+      const p = isObject(s.properties) ? deref(s.properties[name] as Schema) : undefined;
+      const req = Array.isArray(s.required) && s.required.includes(name);
+      return req && isObject(p) && "const" in p ? JSON.stringify(p.const) : undefined;
+    });
+    if (tags.every((t) => t !== undefined) && new Set(tags).size === tags.length) return true;
+  }
+  return false;
+}
+
 const UNSAT = Symbol("unsatisfiable");
 
 function unsatisfiable(keyword: string, message: string, path: string): Error {
@@ -550,69 +592,105 @@ function isUnsatisfiable(e: unknown): boolean {
   return typeof e === "object" && e !== null && (e as Record<symbol, boolean>)[UNSAT] === true;
 }
 
-function typesOf(s: { [k: string]: Json }, path: string): JsonType[] {
+function typesOf(ctx: Ctx, s: { [k: string]: Json }, path: string): JsonType[] {
   let types: JsonType[];
   if ("type" in s) {
     const raw = Array.isArray(s.type) ? s.type : [s.type];
-    for (const t of raw) {
-      if (
-        typeof t !== "string" ||
-        !["null", "boolean", "object", "array", "number", "integer", "string"].includes(t)
-      ) {
-        err("type", `unknown type ${JSON.stringify(t)}`, ptr(path, "type"));
-      }
+    const known = raw.filter((t): t is JsonType =>
+      typeof t === "string" &&
+      ["null", "boolean", "object", "array", "number", "integer", "string"].includes(t)
+    );
+    if (known.length < raw.length) {
+      const bad = raw.find((t) => !known.includes(t as JsonType));
+      malformed(ctx, "type", `unknown type ${JSON.stringify(bad)}`, ptr(path, "type"));
+      if (known.length === 0) return ALL_TYPES;
     }
-    types = [...new Set(raw as JsonType[])];
+    types = [...new Set(known)];
     if (types.length === 0) throw unsatisfiable("type", "empty type list", ptr(path, "type"));
   } else {
     // An untyped schema accepts every type, but a model given `{"properties": ...}` should write
     // an object: narrow to the types the keywords talk about (still a subset of valid values).
     const implied = new Set(Object.keys(s).map((k) => TYPE_OF_KEYWORD[k]).filter(Boolean));
+    if (typeof s.format === "string" && !(s.format in NUMBER_FORMATS)) implied.add("string");
     types = implied.size ? ALL_TYPES.filter((t) => implied.has(t)) : ALL_TYPES;
   }
   if (types.includes("number")) types = types.filter((t) => t !== "integer");
   return types;
 }
 
-function relevant(s: { [k: string]: Json }, kw: string, path: string): boolean {
+function relevant(ctx: Ctx, s: { [k: string]: Json }, kw: string, path: string): boolean {
   const t = TYPE_OF_KEYWORD[kw];
   if (!t) return true;
-  const types = typesOf(s, path);
+  const types = typesOf(ctx, s, path);
   return types.includes(t) || (t === "number" && types.includes("integer"));
 }
 
-function checkUnsupported(s: { [k: string]: Json }, path: string): void {
-  const always = ["not", "$dynamicRef", "$recursiveRef"];
+/**
+ * The schema without the keywords the grammar cannot hold, each relaxed (or, in strict mode, an
+ * error). Keywords that cannot matter here (no extra keys can be written, a maximum already
+ * implied) are dropped silently.
+ */
+function dropUnsupported(ctx: Ctx, s: { [k: string]: Json }, path: string): { [k: string]: Json } {
+  const drop = new Set<string>();
+  const off = (kw: string, why = "", checked = true) => {
+    relax(ctx, kw, path, why, checked);
+    drop.add(kw);
+  };
+  // Whether the object can hold keys beyond `properties` (see compileObject's default).
+  const extraKeys = () => {
+    const add = "additionalProperties" in s ? s.additionalProperties : !("properties" in s);
+    return add !== false;
+  };
+  for (const kw of ["$dynamicRef", "$recursiveRef"]) if (kw in s) off(kw);
+  if ("not" in s) {
+    // `not: {}` (zod's never) matches nothing.
+    if (
+      s.not === true || (isObject(s.not) && Object.keys(s.not).every((k) => ANNOTATIONS.has(k)))
+    ) {
+      throw unsatisfiable("not", "`not` of a schema every value satisfies", ptr(path, "not"));
+    }
+    off("not");
+  }
+  if ("if" in s && ("then" in s || "else" in s)) off("if", "if/then/else");
   const typed = [
-    "patternProperties",
-    "propertyNames",
     "dependentRequired",
     "dependentSchemas",
     "dependencies",
-    "unevaluatedProperties",
     "contains",
-    "unevaluatedItems",
+    "minContains",
   ];
-  for (const kw of always) if (kw in s) unsupported(kw, path);
-  if ("if" in s && ("then" in s || "else" in s)) unsupported("if", path, "if/then/else");
-  for (const kw of typed) if (kw in s && relevant(s, kw, path)) unsupported(kw, path);
-  if (s.uniqueItems === true && relevant(s, "uniqueItems", path)) unsupported("uniqueItems", path);
-  if ("multipleOf" in s && relevant(s, "multipleOf", path)) {
-    // multipleOf 1 on integers says nothing new.
-    const types = typesOf(s, path);
-    if (!(s.multipleOf === 1 && !types.includes("number"))) unsupported("multipleOf", path);
+  for (const kw of typed) if (kw in s && relevant(ctx, s, kw, path)) off(kw);
+  // Without extra keys, patternProperties cannot apply; `propertyNames: {type: "string"}` (what
+  // zod writes for every record) says nothing.
+  if ("patternProperties" in s && relevant(ctx, s, "patternProperties", path)) {
+    if (extraKeys()) off("patternProperties");
+    else drop.add("patternProperties");
   }
-  if ("minProperties" in s && relevant(s, "minProperties", path)) {
+  if ("propertyNames" in s && relevant(ctx, s, "propertyNames", path)) {
+    const p = s.propertyNames;
+    const trivial = p === true ||
+      (isObject(p) &&
+        Object.keys(p).every((k) => ANNOTATIONS.has(k) || (k === "type" && p.type === "string")));
+    if (trivial) drop.add("propertyNames");
+    else off("propertyNames");
+  }
+  if ("unevaluatedProperties" in s && relevant(ctx, s, "unevaluatedProperties", path)) {
+    if (s.unevaluatedProperties === false && !extraKeys()) drop.add("unevaluatedProperties");
+    else off("unevaluatedProperties");
+  }
+  if ("unevaluatedItems" in s && relevant(ctx, s, "unevaluatedItems", path)) {
+    if (s.unevaluatedItems === false && ("items" in s || "additionalItems" in s)) {
+      drop.add("unevaluatedItems");
+    } else off("unevaluatedItems");
+  }
+  if (s.uniqueItems === true && relevant(ctx, s, "uniqueItems", path)) off("uniqueItems");
+  if ("minProperties" in s && relevant(ctx, s, "minProperties", path)) {
     const required = Array.isArray(s.required) ? new Set(s.required).size : 0;
     if (!(typeof s.minProperties === "number" && s.minProperties <= required)) {
-      unsupported(
-        "minProperties",
-        path,
-        "only a minimum already implied by `required` is supported",
-      );
+      off("minProperties", "only a minimum already implied by `required` is supported");
     }
   }
-  if ("maxProperties" in s && relevant(s, "maxProperties", path)) {
+  if ("maxProperties" in s && relevant(ctx, s, "maxProperties", path)) {
     const props = isObject(s.properties) ? Object.keys(s.properties) : [];
     const required = Array.isArray(s.required)
       ? s.required.filter((r) => typeof r === "string")
@@ -622,13 +700,13 @@ function checkUnsupported(s: { [k: string]: Json }, path: string): void {
       !(typeof s.maxProperties === "number" && s.additionalProperties === false &&
         possible <= s.maxProperties)
     ) {
-      unsupported(
+      off(
         "maxProperties",
-        path,
         "only a maximum already implied by additionalProperties: false is supported",
       );
     }
   }
+  return drop.size ? without(s, (k) => drop.has(k)) : s;
 }
 
 function typeMatches(v: Json, t: JsonType): boolean {
@@ -653,26 +731,42 @@ function typeMatches(v: Json, t: JsonType): boolean {
 function compileEnum(ctx: Ctx, s: { [k: string]: Json }, path: string): Expr {
   let values: Json[];
   if ("enum" in s) {
-    if (!Array.isArray(s.enum)) err("enum", "enum must be an array", ptr(path, "enum"));
+    if (!Array.isArray(s.enum)) {
+      malformed(ctx, "enum", "enum must be an array", ptr(path, "enum"));
+      return compile(ctx, without(s, (k) => k === "enum"), path);
+    }
     values = s.enum;
     if ("const" in s) values = values.filter((v) => canonical(v) === canonical(s.const));
   } else values = [s.const];
   if ("type" in s) {
-    const types = typesOf(s, path);
+    const types = typesOf(ctx, s, path);
     values = values.filter((v) => types.some((t) => typeMatches(v, t)));
   }
   // Other keywords filter the listed values; the simple ones are checked here directly.
-  for (const k of validityKeys(s)) {
-    if (["enum", "const", "type"].includes(k)) continue;
-    const t = TYPE_OF_KEYWORD[k];
+  for (const k of Object.keys(s)) {
+    if (["enum", "const", "type"].includes(k) || ANNOTATIONS.has(k)) continue;
+    const t = TYPE_OF_KEYWORD[k] ?? (k === "format" ? "string" : undefined);
     const applies = (v: Json) => typeMatches(v, t) || (t === "number" && typeMatches(v, "integer"));
     if (t && !values.some(applies)) continue; // says nothing about any listed value
-    const check = ENUM_CHECKS[k];
-    if (!check) unsupported(k, path, "enum/const combined with this keyword");
+    const check = k === "format" && !(String(s.format) in FORMATS) ? undefined : ENUM_CHECKS[k];
+    if (!check) {
+      relax(ctx, k, path, "enum/const combined with this keyword");
+      continue;
+    }
     const bound = s[k];
-    values = values.filter((v) => !applies(v) || check(v, bound));
+    try {
+      values = values.filter((v) => !applies(v) || check(v, bound));
+    } catch (e) {
+      if (!ctx.relax || !isConstraintError(e)) throw e;
+      relax(ctx, k, path, e.message, false);
+    }
   }
-  const e = alt(...values.map((v) => constValue(ctx, v)));
+  const n = ctx.notation;
+  let e: Expr;
+  if (values.length > TRIE_FROM && values.every((v) => !isObject(v) && !Array.isArray(v))) {
+    const texts = values.map((v) => n.constant(v)).filter((t): t is string => t !== undefined);
+    e = texts.length ? literalTrie(texts, ctx.g, baseName(path)) : NEVER;
+  } else e = alt(...values.map((v) => constValue(ctx, v)));
   if (e.k === "never") {
     throw unsatisfiable(
       "enum" in s ? "enum" : "const",
@@ -681,6 +775,11 @@ function compileEnum(ctx: Ctx, s: { [k: string]: Json }, path: string): Expr {
     );
   }
   return e;
+}
+
+/** Canonical JSON text of a value. */
+function canonical(v: Json): string {
+  return JSON.stringify(v);
 }
 
 const codePoints = (v: Json) => Array.from(v as string).length;
@@ -695,10 +794,15 @@ const ENUM_CHECKS: Record<string, (v: Json, bound: Json) => boolean> = {
       throw constraintError("pattern", `invalid pattern ${JSON.stringify(b)}`);
     }
   },
+  format: (v, b) => {
+    const re = typeof b === "string" ? FORMATS[b] : undefined;
+    return re === undefined || new RegExp(`^(?:${re})$`).test(v as string);
+  },
   minimum: (v, b) => (v as number) >= (b as number),
   maximum: (v, b) => (v as number) <= (b as number),
   exclusiveMinimum: (v, b) => (v as number) > (b as number),
   exclusiveMaximum: (v, b) => (v as number) < (b as number),
+  multipleOf: (v, b) => Number.isInteger((v as number) / (b as number)),
   minItems: (v, b) => (v as Json[]).length >= (b as number),
   maxItems: (v, b) => (v as Json[]).length <= (b as number),
   required: (v, b) => Array.isArray(b) && b.every((k) => Object.hasOwn(v as object, String(k))),
@@ -706,13 +810,17 @@ const ENUM_CHECKS: Record<string, (v: Json, bound: Json) => boolean> = {
 
 // A fixed value, with the same whitespace freedom as everything else.
 function constValue(ctx: Ctx, v: Json): Expr {
+  const n = ctx.notation;
+  if (!n.layout || (!Array.isArray(v) && !isObject(v))) {
+    const text = n.constant(v);
+    return text === undefined ? NEVER : lit(text);
+  }
+  const w = ws(ctx);
   if (Array.isArray(v) && v.length) {
-    const w = ws(ctx);
     const items = v.map((x, i) => seq(i ? seq(lit(","), w) : EMPTY, constValue(ctx, x), w));
     return seq(lit("["), w, ...items, lit("]"));
   }
   if (isObject(v) && Object.keys(v).length) {
-    const w = ws(ctx);
     const members = Object.entries(v).map(([k, x], i) =>
       seq(i ? seq(lit(","), w) : EMPTY, lit(canonical(k)), w, lit(":"), w, constValue(ctx, x), w)
     );
@@ -723,8 +831,11 @@ function constValue(ctx: Ctx, v: Json): Expr {
 
 function compileType(ctx: Ctx, t: JsonType, s: { [k: string]: Json }, path: string): Expr {
   switch (t) {
-    case "null":
-      return lit("null");
+    case "null": {
+      // A notation may leave nulls out (it writes no value for them at all).
+      const text = ctx.notation.constant(null);
+      return text === undefined ? NEVER : lit(text);
+    }
     case "boolean":
       return alt(lit("true"), lit("false"));
     case "integer":
@@ -739,123 +850,261 @@ function compileType(ctx: Ctx, t: JsonType, s: { [k: string]: Json }, path: stri
   }
 }
 
-function numberKeyword(s: { [k: string]: Json }, kw: string, path: string): number | undefined {
+function numberKeyword(ctx: Ctx, s: { [k: string]: Json }, kw: string, path: string) {
   if (!(kw in s)) return undefined;
   const v = s[kw];
+  // Draft 4: `exclusiveMinimum: true` makes `minimum` exclusive (handled by the caller).
+  if (typeof v === "boolean" && kw.startsWith("exclusive")) return v;
   if (typeof v !== "number" || !Number.isFinite(v)) {
-    err(kw, `${kw} must be a finite number (draft-4 boolean form is not supported)`, ptr(path, kw));
+    malformed(ctx, kw, `${kw} must be a finite number`, ptr(path, kw));
+    return undefined;
   }
   return v;
 }
 
 function compileNumber(
   ctx: Ctx,
-  t: "integer" | "number",
+  type: "integer" | "number",
   s: { [k: string]: Json },
   path: string,
 ): Expr {
-  const k = {
-    minimum: numberKeyword(s, "minimum", path),
-    maximum: numberKeyword(s, "maximum", path),
-    exclusiveMinimum: numberKeyword(s, "exclusiveMinimum", path),
-    exclusiveMaximum: numberKeyword(s, "exclusiveMaximum", path),
-  };
-  const { lo, hi } = inclusiveBounds(k);
-  if (lo === undefined && hi === undefined) {
-    return t === "integer" ? std(ctx, "integer", anyInteger) : std(ctx, "number", anyNumber);
+  let t = type;
+  const num = (kw: string) => numberKeyword(ctx, s, kw, path);
+  let minimum = num("minimum") as number | undefined;
+  let maximum = num("maximum") as number | undefined;
+  let exclusiveMinimum = num("exclusiveMinimum");
+  let exclusiveMaximum = num("exclusiveMaximum");
+  if (typeof exclusiveMinimum === "boolean") {
+    if (exclusiveMinimum && minimum !== undefined) {
+      [exclusiveMinimum, minimum] = [minimum, undefined];
+    } else exclusiveMinimum = undefined;
   }
-  const e = t === "integer"
-    ? integerRange(
-      lo === undefined ? null : BigInt(Math.ceil(lo)),
-      hi === undefined ? null : BigInt(Math.floor(hi)),
-    )
-    : decimalRange(
+  if (typeof exclusiveMaximum === "boolean") {
+    if (exclusiveMaximum && maximum !== undefined) {
+      [exclusiveMaximum, maximum] = [maximum, undefined];
+    } else exclusiveMaximum = undefined;
+  }
+  const f = typeof s.format === "string" ? NUMBER_FORMATS[s.format] : undefined;
+  // ajv-formats' int32 and int64 accept integers only, whatever the type says.
+  if (t === "number" && (s.format === "int32" || s.format === "int64")) t = "integer";
+  if (f) {
+    minimum = Math.max(minimum ?? -Infinity, f.minimum);
+    maximum = Math.min(maximum ?? Infinity, f.maximum);
+  }
+  const { lo, hi } = inclusiveBounds({ minimum, maximum, exclusiveMinimum, exclusiveMaximum });
+  const lowInt = lo === undefined ? null : BigInt(Math.ceil(lo));
+  const highInt = hi === undefined ? null : BigInt(Math.floor(hi));
+  let e: Expr | undefined;
+  if ("multipleOf" in s) {
+    const m = s.multipleOf;
+    if (typeof m !== "number" || !(m > 0) || !Number.isFinite(m)) {
+      malformed(ctx, "multipleOf", "multipleOf must be a positive number", ptr(path, "multipleOf"));
+    } else if (Number.isInteger(m) && (t === "integer" || m === 1)) {
+      e = m === 1 && t === "number"
+        ? integerRange(lowInt, highInt)
+        : multiplesOf(m, lowInt, highInt, ctx.g);
+      if (e === undefined) relax(ctx, "multipleOf", path, "a multiple within wide bounds");
+    } else relax(ctx, "multipleOf", path, "a fractional multiple");
+  }
+  if (e === undefined) {
+    if (lo === undefined && hi === undefined) {
+      return t === "integer" ? std(ctx, "integer", anyInteger) : std(ctx, "number", anyNumber);
+    }
+    e = t === "integer" ? integerRange(lowInt, highInt) : decimalRange(
       lo === undefined ? null : toDecimal(lo),
       hi === undefined ? null : toDecimal(hi),
     );
+  }
   if (e.k === "never") {
-    const kw = k.minimum !== undefined ? "minimum" : "exclusiveMinimum";
+    const kw = minimum !== undefined ? "minimum" : "exclusiveMinimum";
     throw unsatisfiable(kw, `no ${t} lies within the bounds`, ptr(path, kw));
   }
   return e;
 }
 
-function lengthKeyword(s: { [k: string]: Json }, kw: string, path: string): number | undefined {
+function lengthKeyword(ctx: Ctx, s: { [k: string]: Json }, kw: string, path: string) {
   if (!(kw in s)) return undefined;
   const v = s[kw];
   if (typeof v !== "number" || !Number.isInteger(v) || v < 0) {
-    err(kw, `${kw} must be a non-negative integer`, ptr(path, kw));
+    malformed(ctx, kw, `${kw} must be a non-negative integer`, ptr(path, kw));
+    return undefined;
   }
   return v;
 }
 
+/** The regexes a string must match in full (its format, its pattern, or both), or none. */
+function stringRegexes(
+  ctx: Ctx,
+  s: { [k: string]: Json },
+  path: string,
+): { nodes: RegexNode[]; kw: "format" | "pattern" } | undefined {
+  let format: RegexNode | undefined;
+  if ("format" in s) {
+    const f = s.format;
+    if (typeof f === "string" && f in FORMATS) {
+      format = branchesToNode(parseRegex(FORMATS[f]), false);
+    } else if (!(typeof f === "string" && (FREE_FORMATS.has(f) || f in NUMBER_FORMATS))) {
+      relax(
+        ctx,
+        "format",
+        path,
+        `format ${JSON.stringify(f)} (known: ${Object.keys(FORMATS).join(", ")})`,
+        false,
+      );
+    }
+  }
+  const formatOnly = format && { nodes: [format], kw: "format" as const };
+  if (!("pattern" in s)) return formatOnly;
+  if (typeof s.pattern !== "string") {
+    malformed(ctx, "pattern", "pattern must be a string", ptr(path, "pattern"));
+    return formatOnly;
+  }
+  try {
+    const pattern = branchesToNode(parseRegex(s.pattern), true);
+    return { nodes: format ? [format, pattern] : [pattern], kw: "pattern" };
+  } catch (e) {
+    if (!isConstraintError(e)) throw e;
+    if (!ctx.relax) err("pattern", `${e.message} (${e.keyword})`, ptr(path, "pattern"));
+    let checkable = true;
+    try {
+      new RegExp(s.pattern, "u");
+    } catch {
+      checkable = false;
+    }
+    ctx.relax({
+      pointer: ptr(path, "pattern"),
+      keyword: "pattern",
+      why: e.message,
+      checked: checkable,
+    });
+    return formatOnly;
+  }
+}
+
 function compileString(ctx: Ctx, s: { [k: string]: Json }, path: string): Expr {
   if (LARK_KEYWORD in s) return larkString(ctx, s, path);
-  const minLength = lengthKeyword(s, "minLength", path) ?? 0;
-  const maxLength = lengthKeyword(s, "maxLength", path) ?? Infinity;
+  const n = ctx.notation;
+  const q = lit(n.quote);
+  const minLength = lengthKeyword(ctx, s, "minLength", path) ?? 0;
+  const maxLength = lengthKeyword(ctx, s, "maxLength", path) ?? Infinity;
   if (minLength > maxLength) {
     throw unsatisfiable("minLength", "minLength > maxLength", ptr(path, "minLength"));
   }
-  let node: RegexNode | undefined;
-  if ("format" in s) {
-    const f = s.format;
-    if (typeof f !== "string" || !(f in FORMATS)) {
-      unsupported(
-        "format",
-        path,
-        `format ${JSON.stringify(f)} (supported: ${Object.keys(FORMATS).join(", ")})`,
-      );
-    }
-    if ("pattern" in s) unsupported("pattern", path, "pattern together with format");
-    node = branchesToNode(parseRegex(FORMATS[f]), false);
-  } else if ("pattern" in s) {
-    if (typeof s.pattern !== "string") {
-      err("pattern", "pattern must be a string", ptr(path, "pattern"));
-    }
+  const re = stringRegexes(ctx, s, path);
+  if (!re) return seq(q, lengthOnly(ctx, minLength, maxLength, path), q);
+  let { nodes, kw } = re;
+  if (nodes.length > 1) {
+    // A format and a pattern: their intersection, or (too large) the format and a check.
     try {
-      node = branchesToNode(parseRegex(s.pattern), true);
+      regexProduct(newGrammar(), nodes, 0, Infinity, n.char, "probe", RELAXED_STATES);
     } catch (e) {
       if (!isConstraintError(e)) throw e;
-      err("pattern", `${e.message} (${e.keyword})`, ptr(path, "pattern"));
+      relax(ctx, "pattern", path, "pattern together with format");
+      nodes = nodes.slice(0, 1);
+      kw = "format";
     }
   }
-  if (!node) {
-    return seq(lit('"'), rep(stringChar(ctx), minLength, maxLength), lit('"'));
-  }
-  const kw = "format" in s ? "format" : "pattern";
-  const len = regexLength(node);
   let body: Expr;
-  if (minLength <= len.min && maxLength >= len.max) body = regexToExpr(node, jsonChar);
-  else {
-    const tight = lengthIntoRepetition(node, minLength, maxLength);
-    try {
-      body = tight
-        ? regexToExpr(tight, jsonChar)
-        : regexWithLength(ctx.g, node, minLength, maxLength, jsonChar, baseName(ptr(path, kw)));
-    } catch (e) {
-      if (!isConstraintError(e)) throw e;
-      err(e.keyword, e.message, ptr(path, e.keyword));
-    }
+  const len = nodes.length === 1 ? regexLength(nodes[0]) : { min: 0, max: Infinity };
+  if (nodes.length === 1 && minLength <= len.min && maxLength >= len.max) {
+    body = regexToExpr(nodes[0], n.char);
+  } else {
+    const tight = nodes.length === 1
+      ? lengthIntoRepetition(nodes[0], minLength, maxLength)
+      : undefined;
+    body = tight
+      ? regexToExpr(tight, n.char)
+      : patternWithLength(ctx, nodes, minLength, maxLength, kw, path);
   }
   if (body.k === "never") {
+    if (ctx.relax && n.quote !== '"') {
+      // Raw text cannot hold the stop's first character: the pattern is checked instead.
+      relax(ctx, kw, path, `a ${kw} that needs a character this notation reserves`);
+      return seq(q, lengthOnly(ctx, minLength, maxLength, path), q);
+    }
     throw unsatisfiable(kw, `no string matches the ${kw} within the length bounds`, ptr(path, kw));
   }
-  return seq(lit('"'), body, lit('"'));
+  return seq(q, body, q);
+}
+
+/** A string's content with only length bounds (raw text: exact, the bound checked if large). */
+function lengthOnly(ctx: Ctx, min: number, max: number, path: string): Expr {
+  const n = ctx.notation;
+  if (min === 0 && max === Infinity) return anyText(ctx);
+  if (n.id === "json") return rep(std(ctx, "char", jsonTextChar), min, max);
+  if (n.lengthInGrammar(max)) return rep(n.char(ANY_CHAR), min, max);
+  if (max === Infinity && min <= RAW_MIN_PREFIX) {
+    // A short minimum: that many characters that cannot begin the stop, then anything.
+    return seq(rep(n.char(ANY_CHAR), min, min), std(ctx, "text-fresh", () => n.text(ctx.g, true)));
+  }
+  // Raw text kept exact (anything but its stop), the bound checked on the finished value.
+  relax(ctx, Number.isFinite(max) ? "maxLength" : "minLength", path, "a length bound of raw text");
+  return anyText(ctx);
+}
+
+/** Longest required prefix written before exact raw text (see `lengthOnly`). */
+const RAW_MIN_PREFIX = 64;
+/** States a pattern, format and length product may take when relaxing (tools). */
+const RELAXED_STATES = 4000;
+
+/**
+ * Patterns times a length counter. A bound too large to count is tightened to what fits (every
+ * text is still valid) if that still leaves 256 characters; else the bound is checked on the
+ * finished string and the grammar holds the patterns alone.
+ */
+function patternWithLength(
+  ctx: Ctx,
+  nodes: RegexNode[],
+  min: number,
+  max: number,
+  kw: string,
+  path: string,
+): Expr {
+  const budget = ctx.relax ? RELAXED_STATES : undefined;
+  const build = (lo: number, hi: number) =>
+    regexProduct(ctx.g, nodes, lo, hi, ctx.notation.char, baseName(ptr(path, kw)), budget);
+  try {
+    return build(min, max);
+  } catch (e) {
+    if (!isConstraintError(e)) throw e;
+    if (!ctx.relax) err(e.keyword, e.message, ptr(path, e.keyword));
+  }
+  for (const cap of [1024, 256]) {
+    if (cap >= max || cap < min) continue;
+    try {
+      return build(min, cap);
+    } catch (e) {
+      if (!isConstraintError(e)) throw e;
+    }
+  }
+  relax(
+    ctx,
+    Number.isFinite(max) ? "maxLength" : "minLength",
+    path,
+    "a length bound too large to count beside a pattern",
+  );
+  return nodes.length === 1 ? regexToExpr(nodes[0], ctx.notation.char) : build(0, Infinity);
 }
 
 /**
  * A string whose content is derived by a Lark grammar (Hearth's own keyword, set for a `custom`
- * tool's input by `lib/chat/responses.ts`): the grammar over the JSON-escaped characters.
+ * tool's input by `lib/chat/responses.ts`): the grammar over the notation's characters.
  */
 function larkString(ctx: Ctx, s: { [k: string]: Json }, path: string): Expr {
   const at = ptr(path, LARK_KEYWORD);
   if (typeof s[LARK_KEYWORD] !== "string") err(LARK_KEYWORD, "must be a Lark grammar", at);
   for (const kw of ["minLength", "maxLength", "pattern", "format"]) {
-    if (kw in s) unsupported(kw, path, `${kw} together with ${LARK_KEYWORD}`);
+    if (kw in s) {
+      err(
+        kw,
+        `unsupported JSON Schema keyword "${kw}": ${kw} together with ${LARK_KEYWORD}`,
+        ptr(path, kw),
+      );
+    }
   }
   try {
-    const body = larkExpr(ctx.g, s[LARK_KEYWORD] as string, jsonChar, baseName(at));
-    return seq(lit('"'), body, lit('"'));
+    const body = larkExpr(ctx.g, s[LARK_KEYWORD] as string, ctx.notation.char, baseName(at));
+    return seq(lit(ctx.notation.quote), body, lit(ctx.notation.quote));
   } catch (e) {
     if (!isConstraintError(e)) throw e;
     err(e.keyword, e.message, at);
@@ -904,10 +1153,8 @@ function compileArray(ctx: Ctx, s: { [k: string]: Json }, path: string): Expr {
   let rest: Schema = true;
   let restPath = ptr(path, "items");
   if ("prefixItems" in s) {
-    if (!Array.isArray(s.prefixItems)) {
-      err("prefixItems", "prefixItems must be an array", prefixPath);
-    }
-    prefix = s.prefixItems as Schema[];
+    if (Array.isArray(s.prefixItems)) prefix = s.prefixItems as Schema[];
+    else malformed(ctx, "prefixItems", "prefixItems must be an array", prefixPath);
     if ("items" in s) rest = s.items as Schema;
   } else if (Array.isArray(s.items)) {
     // Draft 2019-09 and older: array-form items is a tuple, additionalItems the rest.
@@ -917,8 +1164,10 @@ function compileArray(ctx: Ctx, s: { [k: string]: Json }, path: string): Expr {
       rest = s.additionalItems as Schema, restPath = ptr(path, "additionalItems");
     }
   } else if ("items" in s) rest = s.items as Schema;
-  const minItems = lengthKeyword(s, "minItems", path) ?? 0;
-  let maxItems = lengthKeyword(s, "maxItems", path) ?? Infinity;
+  // `unevaluatedItems: false` with nothing else about the rest: only the tuple.
+  if (s.unevaluatedItems === false && !("items" in s) && "prefixItems" in s) rest = false;
+  const minItems = lengthKeyword(ctx, s, "minItems", path) ?? 0;
+  let maxItems = lengthKeyword(ctx, s, "maxItems", path) ?? Infinity;
   // An item that cannot exist caps the length (JSON Schema allows shorter arrays).
   const prefixValues: Expr[] = [];
   for (let i = 0; i < prefix.length && i < maxItems; i++) {
@@ -937,7 +1186,8 @@ function compileArray(ctx: Ctx, s: { [k: string]: Json }, path: string): Expr {
   }
 
   const w = ws(ctx);
-  const item = (i: number, v: Expr) => i === 0 ? seq(v, w) : seq(lit(","), w, v, w);
+  const a = ctx.notation.array;
+  const item = (i: number, v: Expr) => i === 0 ? a.item(v, w) : seq(lit(a.sep), w, a.item(v, w));
   const tail = (i: number): Expr => {
     if (i < prefixValues.length && i < maxItems) {
       const after = tail(i + 1);
@@ -954,22 +1204,29 @@ function compileArray(ctx: Ctx, s: { [k: string]: Json }, path: string): Expr {
     const more = rep(item(1, restValue), Math.max(0, lo - 1), hi - 1);
     return lo === 0 ? opt(seq(item(0, restValue), more)) : seq(item(0, restValue), more);
   };
-  return seq(lit("["), w, tail(0), lit("]"));
+  return seq(lit(a.open), w, tail(0), lit(a.close));
 }
 
 function compileObject(ctx: Ctx, s: { [k: string]: Json }, path: string): Expr {
+  const n = ctx.notation;
   const propsPath = ptr(path, "properties");
-  if ("properties" in s && !isObject(s.properties)) {
-    err("properties", "properties must be an object", propsPath);
+  let props: { [k: string]: Json } = {};
+  if ("properties" in s) {
+    if (isObject(s.properties)) props = s.properties;
+    else malformed(ctx, "properties", "properties must be an object", propsPath);
   }
-  const props = (s.properties ?? {}) as { [k: string]: Json };
-  if (
-    "required" in s &&
-    !(Array.isArray(s.required) && s.required.every((r) => typeof r === "string"))
-  ) {
-    err("required", "required must be an array of strings", ptr(path, "required"));
+  let requiredList: string[] = [];
+  if ("required" in s) {
+    if (Array.isArray(s.required) && s.required.every((r) => typeof r === "string")) {
+      requiredList = s.required as string[];
+    } else {malformed(
+        ctx,
+        "required",
+        "required must be an array of strings",
+        ptr(path, "required"),
+      );}
   }
-  const required = new Set((s.required ?? []) as string[]);
+  const required = new Set(requiredList);
   // Without `additionalProperties`, an object that declares `properties` admits only those, as
   // llama.cpp's and xgrammar's converters do: otherwise a forced call of a tool made from a zod
   // shape (which leaves the keyword out) may invent keys for ever and never close.
@@ -978,50 +1235,72 @@ function compileObject(ctx: Ctx, s: { [k: string]: Json }, path: string): Expr {
     : !("properties" in s);
   const addPath = ptr(path, "additionalProperties");
 
-  // An additionalProperties schema nothing satisfies is the same as false.
-  const extraValue = additional === false ? NEVER : childOrNever(ctx, additional, addPath);
+  // An additionalProperties schema nothing satisfies is the same as false; a notation that cannot
+  // write other keys writes only the listed ones (still valid).
+  const extraValue = additional === false || !n.object.extraKeys
+    ? NEVER
+    : childOrNever(ctx, additional, addPath);
 
-  // Properties in schema order, then required names that only additionalProperties covers.
-  // A property whose schema nothing satisfies may only be absent.
-  const list: { name: string; value: Expr; required: boolean }[] = [];
-  for (const [name, schema] of Object.entries(props)) {
-    const value = childOrNever(ctx, schema, ptr(propsPath, name));
-    if (value.k === "never") {
+  // Properties in schema order (or the notation's sorted order), then required names that only
+  // additionalProperties covers. A property whose schema nothing satisfies may only be absent.
+  const list: { name: string; key: string; value: Expr; required: boolean }[] = [];
+  const add = (name: string, given: Expr, at: string) => {
+    let value = given;
+    const key = n.key(name);
+    if (key === undefined) {
       if (required.has(name)) {
+        relax(ctx, "required", path, `"${name}" cannot be written as a key here`);
+      }
+      return;
+    }
+    if (value.k === "never") {
+      if (!required.has(name)) return;
+      if (!ctx.relax) {
         throw unsatisfiable(
           "required",
           `required property "${name}" has a schema no value satisfies`,
-          ptr(path, "required"),
+          at,
         );
       }
-      continue;
+      relax(ctx, "required", path, `required property "${name}" has a schema no value satisfies`);
+      value = anyValue(ctx);
     }
-    list.push({ name, value, required: required.has(name) });
+    list.push({ name, key, value, required: required.has(name) });
+  };
+  for (const [name, schema] of Object.entries(props)) {
+    add(name, childOrNever(ctx, schema, ptr(propsPath, name)), ptr(path, "required"));
   }
   for (const name of required) {
     if (Object.hasOwn(props, name)) continue;
-    if (extraValue.k === "never") {
+    if (extraValue.k === "never" && !ctx.relax) {
       throw unsatisfiable(
         "required",
         `required property "${name}" is not allowed by additionalProperties`,
         ptr(path, "required"),
       );
     }
-    list.push({ name, value: extraValue, required: true });
+    add(name, extraValue, ptr(path, "required"));
+  }
+  if (n.sortKeys) {
+    list.sort((a, b) => {
+      const x = a.name.toLowerCase();
+      const y = b.name.toLowerCase();
+      return x < y ? -1 : x > y ? 1 : 0;
+    });
   }
 
   const w = ws(ctx);
-  const kv = (p: (typeof list)[number]) => seq(lit(canonical(p.name)), w, lit(":"), w, p.value, w);
-  const next = (kvExpr: Expr) => seq(lit(","), w, kvExpr);
+  const kv = (p: (typeof list)[number]) => n.object.member(lit(p.key), p.value, w);
+  const next = (kvExpr: Expr) => seq(lit(n.object.sep), w, kvExpr);
 
-  // Extra keys are any string except the listed names, so a value cannot dodge its schema by
+  // Extra keys are any name except the listed ones, so a value cannot dodge its schema by
   // reusing a name.
   let extraFirst: Expr = EMPTY;
   let extraRest: Expr = EMPTY;
   if (extraValue.k !== "never") {
     const known = Object.keys(props).concat([...required]);
-    const key = known.length ? seq(lit('"'), keyExcept(ctx, known), lit('"')) : anyString(ctx);
-    const extra = seq(key, w, lit(":"), w, extraValue, w);
+    const q = lit(n.keyQuote);
+    const extra = n.object.member(seq(q, keyExcept(ctx, known), q), extraValue, w);
     extraRest = ruleRef(ctx.g, `${baseName(path)}-extra`, rep(next(extra), 0, Infinity));
     extraFirst = opt(seq(extra, extraRest));
   }
@@ -1046,13 +1325,14 @@ function compileObject(ctx: Ctx, s: { [k: string]: Json }, path: string): Expr {
     firstE = p.required ? seq(k, r) : alt(seq(k, r), firstE);
     rest = p.required ? seq(next(k), r) : seq(opt(next(k)), r);
   }
-  return seq(lit("{"), w, firstE, lit("}"));
+  return seq(lit(n.object.open), w, firstE, lit(n.object.close));
 }
 
 // Keys that are none of `names`: a trie of the names walked in parallel with the key. Each
-// character has one spelling (jsonChar), so "not this name" is decidable on the text.
+// character has one spelling (the notation's keyChar), so "not this name" is decidable on the text.
 function keyExcept(ctx: Ctx, names: string[]): Expr {
   type Node = { end: boolean; kids: Map<number, Node> };
+  const char = ctx.notation.keyChar;
   const rootNode: Node = { end: false, kids: new Map() };
   for (const name of names) {
     let n = rootNode;
@@ -1064,218 +1344,42 @@ function keyExcept(ctx: Ctx, names: string[]): Expr {
     }
     n.end = true;
   }
-  const anyChar = std(ctx, "key-char", () => jsonChar(ANY_CHAR));
-  const anyRest = rep(anyChar, 0, Infinity);
+  const anyChar = std(ctx, "key-char", () => char(ANY_CHAR));
+  const anyRest = rep(anyChar, 0, ctx.notation.quote === '"' ? Infinity : 63);
   const walk = (n: Node, depth: number): Expr => {
     const e = alt(
-      n.end ? NEVER : EMPTY,
-      ...[...n.kids].map(([c, k]) => seq(jsonChar(charSet(c)), walk(k, depth + 1))),
-      seq(jsonChar(subtractSets(ANY_CHAR, charSet(...n.kids.keys()))), anyRest),
+      n.end ? NEVER : depth === 0 && ctx.notation.keyQuote === "" ? NEVER : EMPTY,
+      ...[...n.kids].map(([c, k]) => seq(char(charSet(c)), walk(k, depth + 1))),
+      seq(char(subtractSets(ANY_CHAR, charSet(...n.kids.keys()))), anyRest),
     );
     return depth % NEST === NEST - 1 ? ruleRef(ctx.g, "key", e) : e;
   };
   return walk(rootNode, 0);
 }
 
-// ---------------------------------------------------------------- allOf merging
-
-function withoutAnnotations(s: { [k: string]: Json }): { [k: string]: Json } {
-  return Object.fromEntries(Object.entries(s).filter(([k]) => !ANNOTATIONS.has(k)));
-}
-
-function and(a: Schema, b: Schema): Schema {
-  if (a === true) return b;
-  if (b === true) return a;
-  if (a === false || b === false) return false;
-  if (Object.keys(withoutAnnotations(a)).length === 0) return b;
-  if (Object.keys(withoutAnnotations(b)).length === 0) return a;
-  return { allOf: [a, b] };
-}
-
-/** One schema equivalent to `a` and `b` both holding, or a ConstraintError. */
-function merge(ctx: Ctx, a: Schema, b: Schema, path: string, depth = 0): Schema {
-  if (a === true) return b === true ? true : expand(ctx, b, path, depth);
-  if (b === true) return expand(ctx, a, path, depth);
-  if (a === false || b === false) return false;
-  if (depth > 32) err("allOf", "allOf/$ref nesting too deep to merge", path);
-  const x = expand(ctx, a, path, depth);
-  const y = expand(ctx, b, path, depth);
-  if (x === false || y === false) return false;
-  if (x === true) return y;
-  if (y === true) return x;
-  const out: { [k: string]: Json } = {};
-  const keys = [...new Set([...Object.keys(x), ...Object.keys(y)])];
-  const both = (k: string) => k in x && k in y;
-  const pick = (k: string) => (k in x ? x[k] : y[k]);
-  for (const k of keys) {
-    if (ANNOTATIONS.has(k)) continue;
-    if (!both(k)) {
-      if (
-        ["properties", "additionalProperties", "items", "prefixItems", "additionalItems"].includes(
-          k,
-        )
-      ) continue;
-      out[k] = pick(k);
-      continue;
-    }
-    const u = x[k];
-    const v = y[k];
-    switch (k) {
-      case "type": {
-        const tu = typesOf(x, path);
-        const tv = typesOf(y, path);
-        const meet = new Set<JsonType>();
-        for (const t of tu) {
-          if (tv.includes(t)) meet.add(t);
-          else if (t === "integer" && tv.includes("number")) meet.add("integer");
-          else if (t === "number" && tv.includes("integer")) meet.add("integer");
-        }
-        if (meet.size === 0) return false;
-        out.type = [...meet];
-        break;
-      }
-      case "enum": {
-        if (!Array.isArray(u) || !Array.isArray(v)) err("enum", "enum must be an array", path);
-        const keep = new Set(v.map(canonical));
-        out.enum = u.filter((e) => keep.has(canonical(e)));
-        break;
-      }
-      case "const":
-        if (canonical(u) !== canonical(v)) return false;
-        out.const = u;
-        break;
-      case "required":
-        if (!Array.isArray(u) || !Array.isArray(v)) err(k, "required must be an array", path);
-        out.required = [...new Set([...u, ...v])];
-        break;
-      case "minimum":
-      case "exclusiveMinimum":
-      case "minLength":
-      case "minItems":
-      case "minProperties":
-        out[k] = Math.max(u as number, v as number);
-        break;
-      case "maximum":
-      case "exclusiveMaximum":
-      case "maxLength":
-      case "maxItems":
-      case "maxProperties":
-        out[k] = Math.min(u as number, v as number);
-        break;
-      case "anyOf":
-      case "oneOf": {
-        if (!Array.isArray(u) || !Array.isArray(v)) err(k, `${k} must be an array`, path);
-        const us = u as Schema[];
-        const vs = v as Schema[];
-        if (us.length * vs.length > MAX_BRANCHES) {
-          err(k, `allOf of two ${k} lists has too many combinations`, path);
-        }
-        // oneOf is compiled as alternation, so crossing it is the same treatment.
-        out[k] = us.flatMap((p) => vs.map((q) => and(p, q))) as Json[];
-        break;
-      }
-      default:
-        if (canonical(u) !== canonical(v)) {
-          if (k === "pattern" || k === "format") {
-            unsupported(k, path, `allOf with two different ${k}s`);
-          }
-          // Unsupported keywords are reported when the merged schema is compiled.
-          out[k] = u;
-        } else out[k] = u;
-    }
-  }
-  mergeObjects(x, y, out);
-  mergeArrays(x, y, out);
-  return out;
-}
-
-// Resolves a top-level $ref and flattens a nested allOf so merge sees plain keywords.
-function expand(ctx: Ctx, s: Schema, path: string, depth: number): Schema {
-  if (typeof s === "boolean") return s;
-  if (!isObject(s)) err("schema", "a schema must be an object or a boolean", path);
-  let out: Schema = s;
-  if ("$ref" in s) {
-    const rest = Object.fromEntries(Object.entries(s).filter(([k]) => k !== "$ref"));
-    const target = resolvePointer(ctx, String(s.$ref), path);
-    out = merge(ctx, target.schema, rest, path, depth + 1);
-  }
-  if (typeof out !== "boolean" && "allOf" in out) {
-    const rest = Object.fromEntries(Object.entries(out).filter(([k]) => k !== "allOf"));
-    if (!Array.isArray(out.allOf)) err("allOf", "allOf must be an array", path);
-    out = (out.allOf as Schema[]).reduce(
-      (acc, b) => merge(ctx, acc, b, path, depth + 1),
-      rest as Schema,
-    );
-  }
-  return out;
-}
-
-function mergeObjects(
-  x: { [k: string]: Json },
-  y: { [k: string]: Json },
-  out: { [k: string]: Json },
-): void {
-  const touches = (s: { [k: string]: Json }) => "properties" in s || "additionalProperties" in s;
-  if (!touches(x) && !touches(y)) return;
-  const px = (x.properties ?? {}) as { [k: string]: Json };
-  const py = (y.properties ?? {}) as { [k: string]: Json };
-  const ax = ("additionalProperties" in x ? x.additionalProperties : true) as Schema;
-  const ay = ("additionalProperties" in y ? y.additionalProperties : true) as Schema;
-  const props: { [k: string]: Json } = {};
-  for (const name of new Set([...Object.keys(px), ...Object.keys(py)])) {
-    const sx = (Object.hasOwn(px, name) ? px[name] : ax) as Schema;
-    const sy = (Object.hasOwn(py, name) ? py[name] : ay) as Schema;
-    props[name] = and(sx, sy) as Json;
-  }
-  if (Object.keys(props).length) out.properties = props;
-  const add = and(ax, ay);
-  if (add !== true) out.additionalProperties = add as Json;
-}
-
-function mergeArrays(
-  x: { [k: string]: Json },
-  y: { [k: string]: Json },
-  out: { [k: string]: Json },
-): void {
-  const shape = (s: { [k: string]: Json }) => {
-    if ("prefixItems" in s) {
-      return { prefix: s.prefixItems as Schema[], rest: ("items" in s ? s.items : true) as Schema };
-    }
-    if (Array.isArray(s.items)) {
-      return {
-        prefix: s.items as Schema[],
-        rest: ("additionalItems" in s ? s.additionalItems : true) as Schema,
-      };
-    }
-    return { prefix: [] as Schema[], rest: ("items" in s ? s.items : true) as Schema };
-  };
-  const touches = (s: { [k: string]: Json }) =>
-    "prefixItems" in s || "items" in s || "additionalItems" in s;
-  if (!touches(x) && !touches(y)) return;
-  const sx = shape(x);
-  const sy = shape(y);
-  const n = Math.max(sx.prefix.length, sy.prefix.length);
-  const prefix: Schema[] = [];
-  for (let i = 0; i < n; i++) prefix.push(and(sx.prefix[i] ?? sx.rest, sy.prefix[i] ?? sy.rest));
-  if (n) out.prefixItems = prefix as Json[];
-  const rest = and(sx.rest, sy.rest);
-  if (rest !== true) out.items = rest as Json;
-}
-
 // ---------------------------------------------------------------- schema sets
+
+export type CompileOptions = {
+  /** How values are written (default JSON). */
+  notation?: Notation;
+  /** Relax what the grammar cannot hold instead of throwing (see {@link Relaxation}). */
+  relax?: RelaxSink;
+};
 
 /** Several schemas compiled into one grammar (a tool-call grammar has one per tool). */
 export type SchemaSet = {
   /** The shared rule set; render it with `render(g, root)` from `gbnf.ts`. */
   g: Grammar;
   /**
-   * An expression (a rule reference named after `baseName`) matching JSON texts valid under the
+   * An expression (a rule reference named after `baseName`) matching values valid under the
    * schema found at `pointer` (default `#`, the whole document) inside `schema`; `$ref`s resolve
-   * against `schema`. Throws a ConstraintError for what {@link jsonSchemaToGbnf} refuses.
+   * against `schema`. Without `opts.relax`, throws a ConstraintError for what
+   * {@link jsonSchemaToGbnf} refuses; with it, only a schema nothing satisfies at `#` is given up
+   * (any object, relaxed and named).
    */
-  compile(schema: unknown, baseName: string, pointer?: string): Expr;
-  /** A rule reference matching any JSON value (for schemaless parameters). */
-  anyValue(): Expr;
+  compile(schema: unknown, baseName: string, pointer?: string, opts?: CompileOptions): Expr;
+  /** A rule reference matching any value (for schemaless parameters). */
+  anyValue(notation?: Notation): Expr;
 };
 
 /**
@@ -1295,25 +1399,31 @@ export type SchemaSet = {
 export function newSchemaSet(): SchemaSet {
   const g = newGrammar();
   const stdRules = new Map<string, Expr>();
-  const ctxFor = (root: unknown): Ctx => ({
-    root: root as Json,
-    g,
-    named: new Map(),
-    unguarded: [],
-    std: stdRules,
-    failed: new Map(),
-    depth: 0,
-  });
   return {
     g,
-    compile(schema, base, pointer = "#") {
-      const ctx = ctxFor(schema);
-      const target = pointer === "#"
-        ? { key: "#", schema: schema as Schema }
-        : resolvePointer(ctx, pointer, pointer);
-      const e = compile(ctx, target.schema, target.key);
-      return e.k === "ref" ? e : ruleRef(g, base, e);
+    compile(schema, base, pointer = "#", opts = {}) {
+      const ctx = newCtx(schema, g, stdRules, opts);
+      let target: { key: string; schema: Schema };
+      if (pointer === "#") target = { key: "#", schema: schema as Schema };
+      else {
+        const r = resolveRef(schema as Json, pointer);
+        if (isRefProblem(r)) err("$ref", r.problem, pointer);
+        target = r;
+      }
+      try {
+        const e = compile(ctx, target.schema, target.key);
+        return e.k === "ref" ? e : ruleRef(g, base, e);
+      } catch (e) {
+        if (!opts.relax || !isConstraintError(e) || !isUnsatisfiable(e)) throw e;
+        opts.relax({
+          pointer: e.path ?? target.key,
+          keyword: e.keyword,
+          why: e.message,
+          checked: true,
+        });
+        return target.key === "#" ? anyObject(ctx) : anyValue(ctx);
+      }
     },
-    anyValue: () => anyValue(ctxFor({})),
+    anyValue: (notation) => anyValue(newCtx({}, g, stdRules, { notation })),
   };
 }

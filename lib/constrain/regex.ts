@@ -32,6 +32,7 @@ import {
   EMPTY,
   type Expr,
   type Grammar,
+  intersectSets as intersect,
   NEVER,
   newGrammar,
   ref,
@@ -491,7 +492,7 @@ type Glushkov = { nullable: boolean; first: Set<number>; last: Set<number> };
 /**
  * The strings matched by `n` (in full) whose length is within `[minLen, maxLen]`, as rules: the
  * regex's position automaton (Glushkov) times a length counter. Throws a ConstraintError when
- * that product is too large.
+ * that product has more than `maxStates` states.
  */
 export function regexWithLength(
   g: Grammar,
@@ -500,15 +501,22 @@ export function regexWithLength(
   maxLen: number,
   char: (set: CharSet) => Expr,
   base: string,
+  maxStates = MAX_LENGTH_STATES,
 ): Expr {
-  const sets: CharSet[] = [[]]; // position 0 is the start state
-  const tooBig = () =>
-    constraintError(
-      "maxLength",
-      `pattern combined with minLength/maxLength ${minLen}..${maxLen} is too large to compile`,
-    );
+  return regexProduct(g, [n], minLen, maxLen, char, base, maxStates);
+}
+
+type Automaton = {
+  sets: CharSet[];
+  follow: Map<number, Set<number>>;
+  accepting: Set<number>;
+};
+
+/** The position automaton of `n`: position 0 is the start; each other position reads one set. */
+function glushkovOf(n: RegexNode, tooBig: () => Error, maxStates: number): Automaton {
+  const sets: CharSet[] = [[]];
   const unroll = (x: RegexNode): Flat => {
-    if (sets.length > MAX_LENGTH_STATES) throw tooBig();
+    if (sets.length > maxStates) throw tooBig();
     switch (x.t) {
       case "chars":
         sets.push(x.set);
@@ -566,61 +574,113 @@ export function regexWithLength(
   follow.set(0, top.first);
   const accepting = new Set(top.last);
   if (top.nullable) accepting.add(0);
-  const succ = (p: number) => [...(follow.get(p) ?? [])].filter((q) => sets[q].length > 0);
+  return { sets, follow, accepting };
+}
 
+/**
+ * The strings every one of `nodes` matches (in full), of a length within `[minLen, maxLen]`, as
+ * rules: the product of their position automata and a length counter (a pattern and a format,
+ * say, or a pattern and its length bounds). Throws a ConstraintError when the product has more
+ * than `maxStates` states.
+ */
+export function regexProduct(
+  g: Grammar,
+  nodes: RegexNode[],
+  minLen: number,
+  maxLen: number,
+  char: (set: CharSet) => Expr,
+  base: string,
+  maxStates = MAX_LENGTH_STATES,
+): Expr {
+  const tooBig = () =>
+    constraintError(
+      "maxLength",
+      nodes.length > 1
+        ? `the intersection of ${nodes.length} patterns is too large to compile`
+        : `pattern combined with minLength/maxLength ${minLen}..${maxLen} is too large to compile`,
+    );
+  const autos = nodes.map((n) => glushkovOf(n, tooBig, maxStates));
   // Counts saturate at minLen when there is no maximum, which keeps the product finite.
   const cap = maxLen === Infinity ? minLen : maxLen;
   const nextCount = (c: number) => Math.min(c + 1, cap);
-  const key = (p: number, c: number) => p * (cap + 1) + c;
-  const states: [number, number][] = [];
-  const seen = new Set<number>();
-  const stack: [number, number][] = [[0, 0]];
+  type State = { ps: number[]; c: number; key: string };
+  const keyOf = (ps: number[], c: number) => `${ps.join(",")}|${c}`;
+  const states = new Map<string, State>();
+  // Successors of a state: one position per automaton whose sets meet, with what they share.
+  const succCache = new Map<string, { ps: number[]; set: CharSet }[]>();
+  const successors = (ps: number[]): { ps: number[]; set: CharSet }[] => {
+    const k = ps.join(",");
+    const have = succCache.get(k);
+    if (have) return have;
+    let combos: { ps: number[]; set: CharSet }[] = [{ ps: [], set: [[0, 0x10ffff]] }];
+    ps.forEach((p, i) => {
+      const a = autos[i];
+      const next: { ps: number[]; set: CharSet }[] = [];
+      for (const c of combos) {
+        for (const q of a.follow.get(p) ?? []) {
+          const set = intersect(c.set, a.sets[q]);
+          if (set.length) next.push({ ps: [...c.ps, q], set });
+        }
+      }
+      combos = next;
+      if (combos.length > maxStates) throw tooBig();
+    });
+    succCache.set(k, combos);
+    return combos;
+  };
+  const accepts = (s: State) => s.ps.every((p, i) => autos[i].accepting.has(p)) && s.c >= minLen;
+  const start: State = { ps: nodes.map(() => 0), c: 0, key: keyOf(nodes.map(() => 0), 0) };
+  const stack = [start];
   while (stack.length) {
-    const [p, c] = stack.pop()!;
-    if (seen.has(key(p, c))) continue;
-    seen.add(key(p, c));
-    states.push([p, c]);
-    if (states.length > MAX_LENGTH_STATES) throw tooBig();
-    if (c + 1 > maxLen) continue;
-    for (const q of succ(p)) stack.push([q, nextCount(c)]);
-  }
-  // Keep only states from which an accepting (state, length) is reachable.
-  const live = new Set<number>();
-  for (let changed = true; changed;) {
-    changed = false;
-    for (const [p, c] of states) {
-      if (live.has(key(p, c))) continue;
-      const ok = (accepting.has(p) && c >= minLen) ||
-        (c + 1 <= maxLen && succ(p).some((q) => live.has(key(q, nextCount(c)))));
-      if (ok) live.add(key(p, c)), changed = true;
+    const s = stack.pop()!;
+    if (states.has(s.key)) continue;
+    states.set(s.key, s);
+    if (states.size > maxStates) throw tooBig();
+    if (s.c + 1 > maxLen) continue;
+    for (const t of successors(s.ps)) {
+      const c = nextCount(s.c);
+      stack.push({ ps: t.ps, c, key: keyOf(t.ps, c) });
     }
   }
-  if (!live.has(key(0, 0))) return NEVER;
-  const names = new Map<number, string>();
-  const nameOf = (p: number, c: number) => {
-    let name = names.get(key(p, c));
-    if (!name) names.set(key(p, c), name = reserve(g, `${base}-${p}-${c}`));
+  // Keep only states from which an accepting state is reachable.
+  const live = new Set<string>();
+  for (let changed = true; changed;) {
+    changed = false;
+    for (const s of states.values()) {
+      if (live.has(s.key)) continue;
+      const ok = accepts(s) ||
+        (s.c + 1 <= maxLen && successors(s.ps).some((t) => live.has(keyOf(t.ps, nextCount(s.c)))));
+      if (ok) live.add(s.key), changed = true;
+    }
+  }
+  if (!live.has(start.key)) return NEVER;
+  const names = new Map<string, string>();
+  const nameOf = (key: string) => {
+    let name = names.get(key);
+    if (!name) names.set(key, name = reserve(g, `${base}-${names.size}`));
     return name;
   };
-  const charRule = new Map<number, Expr>();
-  const charOf = (q: number) => {
-    let e = charRule.get(q);
+  const charRule = new Map<string, Expr>();
+  const charOf = (set: CharSet) => {
+    const k = JSON.stringify(set);
+    let e = charRule.get(k);
     if (!e) {
-      const x = char(sets[q]);
-      charRule.set(q, e = x.k === "lit" || x.k === "cls" ? x : ruleRef(g, `${base}-char`, x));
+      const x = char(set);
+      charRule.set(k, e = x.k === "lit" || x.k === "cls" ? x : ruleRef(g, `${base}-char`, x));
     }
     return e;
   };
-  for (const [p, c] of states) {
-    if (!live.has(key(p, c))) continue;
+  for (const s of states.values()) {
+    if (!live.has(s.key)) continue;
     const alts: Expr[] = [];
-    if (accepting.has(p) && c >= minLen) alts.push(EMPTY);
-    if (c + 1 <= maxLen) {
-      for (const q of succ(p)) {
-        if (live.has(key(q, nextCount(c)))) alts.push(seq(charOf(q), ref(nameOf(q, nextCount(c)))));
+    if (accepts(s)) alts.push(EMPTY);
+    if (s.c + 1 <= maxLen) {
+      for (const t of successors(s.ps)) {
+        const key = keyOf(t.ps, nextCount(s.c));
+        if (live.has(key)) alts.push(seq(charOf(t.set), ref(nameOf(key))));
       }
     }
-    define(g, nameOf(p, c), alt(...alts));
+    define(g, nameOf(s.key), alt(...alts));
   }
-  return ref(nameOf(0, 0));
+  return ref(nameOf(start.key));
 }

@@ -17,14 +17,13 @@
  * @module
  */
 import type { ToolSpec } from "../conversation.ts";
-import { alt, type Expr, lit, render, seq } from "../../constrain/gbnf.ts";
+import { alt, lit, render, seq } from "../../constrain/gbnf.ts";
 import { newSchemaSet } from "../../constrain/json_schema.ts";
 import { toolListPrompt } from "./generic.ts";
 import { forTool, LAYOUT, oneOrMore, prefixPattern } from "./grammar.ts";
 import { jsonEnd, parseJson } from "./json_calls.ts";
-import { isRawString, textWithout } from "./qwen3_coder.ts";
 import { newSectionParser, sectionCursor, type SectionResult } from "./section_parser.ts";
-import { argsExpr, tagProperties, type TagSyntax } from "./tagged_args.ts";
+import { argsExpr, isRawArg, relaxFor, type TagSyntax } from "./tagged_args.ts";
 import type { ToolFamily, ToolFormat } from "./types.ts";
 
 const DSML = "｜DSML｜";
@@ -39,15 +38,9 @@ type Pair = { key: string; value: string; raw: boolean | undefined };
 
 /** Compact JSON arguments: `string="true"` raw, `"false"` JSON (raw if it does not parse). */
 function argsJson(t: ToolSpec, pairs: Pair[]): string {
-  let props: Map<string, unknown>;
-  try {
-    props = new Map(tagProperties(t, ""));
-  } catch {
-    props = new Map();
-  }
   const args: Record<string, unknown> = {};
   for (const p of pairs) {
-    const raw = p.raw ?? isRawString(props.get(p.key));
+    const raw = p.raw ?? isRawArg(t, p.key);
     const parsed = raw ? undefined : parseJson(p.value);
     args[p.key] = parsed === undefined ? p.value : parsed;
   }
@@ -139,29 +132,24 @@ function dsmlFormat(family: ToolFamily, block: string): ToolFormat {
     family,
     rendersTools: true,
     toolSystemPrompt: toolListPrompt,
-    callGrammar(tools, { parallel }) {
+    callGrammar(tools, { parallel, relax }) {
       if (tools.length === 0) throw new Error("a call grammar needs at least one tool");
       const set = newSchemaSet();
-      let raw: Expr | undefined;
-      const rawText = () => (raw ??= textWithout(set.g, END_PARAM, "raw-value"));
+      // The attribute says how the value is written: raw for a string, else JSON.
+      const syntax: TagSyntax = {
+        family,
+        open: (name, raw) => lit(`${PARAM}${name}" string="${raw}">`),
+        close: END_PARAM,
+        sep: LAYOUT,
+      };
       const invokes = tools.map((t, i) =>
-        forTool(t, i, () => {
-          // The attribute says how the value is written: raw for a plain string, else JSON.
-          const props = new Map(tagProperties(t, family));
-          const syntax: TagSyntax = {
-            family,
-            open: (name) =>
-              lit(`${PARAM}${name}" string="${isRawString(props.get(name)) ? "true" : "false"}">`),
-            close: END_PARAM,
-            sep: LAYOUT,
-          };
-          return seq(
+        forTool(t, i, () =>
+          seq(
             lit(`${INVOKE}${t.name}">`),
             LAYOUT,
-            argsExpr(set, t, syntax, rawText),
+            argsExpr(set, t, syntax, relaxFor(relax, i)),
             lit(END_INVOKE),
-          );
-        })
+          ))
       );
       const body = oneOrMore(seq(alt(...invokes), LAYOUT), parallel, seq());
       return render(set.g, seq(lit(open), LAYOUT, body, lit(close)));

@@ -87,8 +87,8 @@ export const deepseekV3Format: ToolFormat = {
   family: "deepseek-v3",
   rendersTools: false,
   toolSystemPrompt: deepseekToolPrompt,
-  callGrammar(tools, { parallel }) {
-    const s = toolSchemas(tools);
+  callGrammar(tools, { parallel, relax }) {
+    const s = toolSchemas(tools, relax);
     const call = seq(
       lit(CALL_BEGIN),
       alt(...tools.map((t, i) => seq(lit(t.name + SEP), s.args[i]))),

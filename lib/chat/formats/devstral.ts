@@ -13,7 +13,7 @@
  * ```
  * @module
  */
-import { alt, charSet, cls, lit, opt, render, rep, seq } from "../../constrain/gbnf.ts";
+import { alt, charSet, cls, lit, render, rep, seq } from "../../constrain/gbnf.ts";
 import { toolListPrompt } from "./generic.ts";
 import { LAYOUT, oneOrMore, prefixPattern, toolSchemas } from "./grammar.ts";
 import { jsonEnd, parseJson } from "./json_calls.ts";
@@ -60,26 +60,37 @@ function parseCall(s: string, names: Set<string>): SectionResult {
   };
 }
 
-export const devstralFormat: ToolFormat = {
-  family: "devstral",
-  rendersTools: true,
-  toolSystemPrompt: toolListPrompt,
-  callGrammar(tools: ToolSpec[], { parallel }) {
-    const s = toolSchemas(tools);
-    const call = seq(
-      lit(MARKER),
-      alt(...tools.map((t, i) => seq(lit(t.name), opt(ID), lit(ARGS), s.args[i]))),
-    );
-    return render(s.set.g, oneOrMore(call, parallel, LAYOUT));
-  },
-  triggers: { patterns: [prefixPattern([MARKER])], tokens: [MARKER] },
-  reasoning: { start: "[THINK]", end: "[/THINK]" },
-  newParser(tools) {
-    const names = new Set(tools.map((t) => t.name));
-    return newSectionParser({
-      markers: [MARKER],
-      closers: "}",
-      parse: (s) => parseCall(s, names),
-    });
-  },
-};
+/**
+ * The format for a template: Devstral's (and Ministral's) render `[TOOL_CALLS]NAME[ARGS]{..}`,
+ * Mistral Small 3.2's put `[CALL_ID]ID` before `[ARGS]`; the grammar writes an id only where the
+ * template renders one (the parser reads both).
+ */
+function devstral(callIds: boolean): ToolFormat {
+  return {
+    family: "devstral",
+    rendersTools: true,
+    toolSystemPrompt: toolListPrompt,
+    callGrammar(tools: ToolSpec[], { parallel, relax }) {
+      const s = toolSchemas(tools, relax);
+      const call = seq(
+        lit(MARKER),
+        alt(...tools.map((t, i) => seq(lit(t.name), callIds ? ID : seq(), lit(ARGS), s.args[i]))),
+      );
+      return render(s.set.g, oneOrMore(call, parallel, LAYOUT));
+    },
+    triggers: { patterns: [prefixPattern([MARKER])], tokens: [MARKER] },
+    reasoning: { start: "[THINK]", end: "[/THINK]" },
+    newParser(tools) {
+      const names = new Set(tools.map((t) => t.name));
+      return newSectionParser({
+        markers: [MARKER],
+        closers: "}",
+        parse: (s) => parseCall(s, names),
+      });
+    },
+  };
+}
+
+export const devstralFormat: ToolFormat = devstral(false);
+/** Mistral Small 3.2: the same calls with `[CALL_ID]ID` (see {@link devstral}). */
+export const devstralCallIdFormat: ToolFormat = devstral(true);

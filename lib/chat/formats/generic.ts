@@ -46,8 +46,8 @@ export function taggedJsonCalls(open: string, close: string):
   >
   & { pattern: string } {
   return {
-    callGrammar(tools, { parallel }) {
-      const s = toolSchemas(tools);
+    callGrammar(tools, { parallel, relax }) {
+      const s = toolSchemas(tools, relax);
       const block = seq(lit(open), LAYOUT, jsonCall(s, "arguments"), LAYOUT, lit(close));
       return render(s.set.g, oneOrMore(block, parallel, LAYOUT));
     },

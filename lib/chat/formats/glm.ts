@@ -17,13 +17,12 @@
  * @module
  */
 import type { ToolSpec } from "../conversation.ts";
-import { alt, type Expr, lit, render, seq } from "../../constrain/gbnf.ts";
+import { alt, lit, render, seq } from "../../constrain/gbnf.ts";
 import { newSchemaSet } from "../../constrain/json_schema.ts";
 import { toolListPrompt } from "./generic.ts";
 import { forTool, LAYOUT, oneOrMore, prefixPattern } from "./grammar.ts";
-import { textWithout } from "./qwen3_coder.ts";
 import { newSectionParser, type SectionResult } from "./section_parser.ts";
-import { argsExpr, argsObject, isRawArg, type TagSyntax } from "./tagged_args.ts";
+import { argsExpr, argsObject, isRawArg, relaxFor, type TagSyntax } from "./tagged_args.ts";
 import type { ToolFormat } from "./types.ts";
 
 const OPEN = "<tool_call>";
@@ -99,13 +98,11 @@ export const glmFormat: ToolFormat = {
   family: "glm",
   rendersTools: true,
   toolSystemPrompt: toolListPrompt,
-  callGrammar(tools, { parallel }) {
+  callGrammar(tools, { parallel, relax }) {
     if (tools.length === 0) throw new Error("a call grammar needs at least one tool");
     const set = newSchemaSet();
-    let raw: Expr | undefined;
-    const rawText = () => (raw ??= textWithout(set.g, END_VALUE, "raw-value"));
     const fns = tools.map((t, i) =>
-      forTool(t, i, () => seq(lit(t.name), LAYOUT, argsExpr(set, t, SYNTAX, rawText)))
+      forTool(t, i, () => seq(lit(t.name), LAYOUT, argsExpr(set, t, SYNTAX, relaxFor(relax, i))))
     );
     const block = seq(lit(OPEN), alt(...fns), lit(CLOSE));
     return render(set.g, oneOrMore(block, parallel, LAYOUT));

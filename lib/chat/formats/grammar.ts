@@ -17,7 +17,10 @@
 import type { ToolSpec } from "../conversation.ts";
 import { isConstraintError } from "../../constrain/error.ts";
 import { alt, charSet, cls, type Expr, lit, rep, seq } from "../../constrain/gbnf.ts";
-import { newSchemaSet, type SchemaSet } from "../../constrain/json_schema.ts";
+import { newSchemaSet, type Relaxation, type SchemaSet } from "../../constrain/json_schema.ts";
+
+/** Receives what a tool's grammar relaxed (`tool`: its index in the tools given). */
+export type ToolRelax = (tool: number, r: Relaxation) => void;
 
 /** Layout whitespace a model may put around markers and JSON: small and bounded, never a loop. */
 export const WS_MAX = 4;
@@ -47,12 +50,18 @@ export function forTool<T>(t: ToolSpec, index: number, fn: () => T): T {
 
 export type ToolSchemas = { set: SchemaSet; tools: ToolSpec[]; args: Expr[] };
 
-/** Every tool's arguments grammar, in one schema set. */
-export function toolSchemas(tools: ToolSpec[]): ToolSchemas {
+/**
+ * Every tool's arguments grammar, in one schema set. With `relax`, what a schema asks beyond the
+ * grammar is relaxed and reported; without it, such a tool is refused (a ConstraintError).
+ */
+export function toolSchemas(tools: ToolSpec[], relax?: ToolRelax): ToolSchemas {
   if (tools.length === 0) throw new Error("a call grammar needs at least one tool");
   const set = newSchemaSet();
   const args = tools.map((t, i) =>
-    forTool(t, i, () => set.compile(argumentsSchema(t), `${t.name}-args`))
+    forTool(t, i, () =>
+      set.compile(argumentsSchema(t), `${t.name}-args`, "#", {
+        ...(relax ? { relax: (r: Relaxation) => relax(i, r) } : {}),
+      }))
   );
   return { set, tools, args };
 }

@@ -230,8 +230,8 @@ export const harmonyFormat: ToolFormat = {
   family: "harmony",
   rendersTools: true,
   toolSystemPrompt: toolListPrompt,
-  callGrammar(tools) {
-    const s = toolSchemas(tools);
+  callGrammar(tools, { relax }) {
+    const s = toolSchemas(tools, relax);
     const calls = tools.flatMap((t, i) => [
       seq(lit(`${IN_CHANNEL}${t.name} <|constrain|>json${MESSAGE}`), s.args[i]),
       seq(lit(`${IN_ROLE}${t.name}${CHANNEL}commentary json${MESSAGE}`), s.args[i]),

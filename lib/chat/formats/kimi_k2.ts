@@ -88,8 +88,8 @@ export const kimiK2Format: ToolFormat = {
   family: "kimi-k2",
   rendersTools: true,
   toolSystemPrompt: toolListPrompt,
-  callGrammar(tools, { parallel }) {
-    const s = toolSchemas(tools);
+  callGrammar(tools, { parallel, relax }) {
+    const s = toolSchemas(tools, relax);
     const call = alt(
       ...tools.map((t, i) =>
         seq(lit(`${CALL}${PREFIX}${t.name}:`), INDEX, lit(ARGS), s.args[i], lit(END_CALL))

@@ -18,25 +18,13 @@
  * @module
  */
 import type { ToolSpec } from "../conversation.ts";
-import {
-  alt,
-  charSet,
-  cls,
-  complementSet,
-  type Expr,
-  lit,
-  opt,
-  render,
-  rep,
-  seq,
-} from "../../constrain/gbnf.ts";
+import { alt, charSet, cls, type Expr, lit, opt, render, rep, seq } from "../../constrain/gbnf.ts";
 import { newSchemaSet } from "../../constrain/json_schema.ts";
 import { toolListPrompt } from "./generic.ts";
-import { argumentsSchema, forTool, prefixPattern } from "./grammar.ts";
+import { forTool, prefixPattern } from "./grammar.ts";
 import { parseJson } from "./json_calls.ts";
-import { isRawString, textWithout } from "./qwen3_coder.ts";
 import { newSectionParser, type ParsedCall, type SectionResult } from "./section_parser.ts";
-import { tagProperties } from "./tagged_args.ts";
+import { isRawArg, rawFor, relaxFor, schemaAt, tagLayout } from "./tagged_args.ts";
 import type { ToolFormat } from "./types.ts";
 
 const SEP = "<|sep|>";
@@ -62,31 +50,7 @@ function attrs(tag: string): Map<string, string> {
   return new Map([...tag.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], unescapeAttr(m[2])]));
 }
 
-/**
- * A value the template writes raw (it is a string): a plain string (its length bounds kept), or
- * an enum of strings.
- */
-function isRaw(schema: unknown): boolean {
-  if (typeof schema !== "object" || schema === null) return false;
-  const { minLength: _min, maxLength: _max, ...s } = schema as Record<string, unknown>;
-  if (isRawString(s)) return true;
-  return Array.isArray(s.enum) && (s.type === undefined || s.type === "string") &&
-    s.enum.every((v) => typeof v === "string");
-}
-
-/** A raw string value: no `<` where the length is bounded (it cannot write the closing tag). */
-function rawValue(schema: Record<string, unknown>, text: () => Expr): Expr {
-  if (Array.isArray(schema.enum)) {
-    return alt(...(schema.enum as string[]).filter((v) => !v.includes(END_ARG)).map(lit));
-  }
-  const min = typeof schema.minLength === "number" ? schema.minLength : 0;
-  const max = typeof schema.maxLength === "number" ? schema.maxLength : Infinity;
-  if (min === 0 && max === Infinity) return text();
-  return rep(cls(complementSet(charSet("<"))), min, max);
-}
-
 const TYPES: Record<string, string> = {
-  string: "string", // one it cannot write raw (a pattern or format): a JSON string
   integer: "number",
   number: "number",
   boolean: "boolean",
@@ -95,30 +59,26 @@ const TYPES: Record<string, string> = {
   null: "null",
 };
 
-/** The `type` attribute of a non-raw value: its schema's JSON type, or any when it has none. */
+/**
+ * The `type` attribute of a value written as JSON: its schema's JSON type, or any but `string`
+ * (which marks a raw value) when it has no single one.
+ */
 function typeAttr(schema: unknown): Expr {
   const t = (schema as Record<string, unknown> | undefined)?.type;
   if (typeof t === "string" && TYPES[t]) return lit(TYPES[t]);
-  return alt(...["string", "number", "boolean", "object", "array", "null"].map(lit));
+  return alt(...["number", "boolean", "object", "array", "null"].map(lit));
 }
 
 const INDEX: Expr = seq(cls(charSet("123456789")), rep(cls(charSet("0123456789")), 0, 2));
 
 /** A call's arguments object from `[key, type attribute, written value]`. */
 function argsJson(t: ToolSpec, args: [string, string, string][], json: Record<string, unknown>) {
-  let props: Map<string, unknown>;
-  try {
-    props = new Map(tagProperties(t, ""));
-  } catch {
-    props = new Map();
-  }
   const out: Record<string, unknown> = { ...json };
   for (const [key, type, raw] of args) {
-    const schema = props.get(key);
     const v = parseJson(raw);
     // A string is written raw; read as JSON only where the schema wants something else.
     if (type === "string") {
-      out[key] = schema === undefined || isRaw(schema) || typeof v !== "string" ? raw : v;
+      out[key] = isRawArg(t, key) || typeof v !== "string" ? raw : v;
     } else out[key] = v === undefined ? raw : v;
   }
   return JSON.stringify(out);
@@ -198,31 +158,34 @@ export const kimiK3Format: ToolFormat = {
   rendersTools: true,
   printMarkers: ["<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"],
   toolSystemPrompt: toolListPrompt,
-  callGrammar(tools, { parallel }) {
+  callGrammar(tools, { parallel, relax }) {
     if (tools.length === 0) throw new Error("a call grammar needs at least one tool");
     const set = newSchemaSet();
-    let raw: Expr | undefined;
-    const rawText = () => (raw ??= textWithout(set.g, END_ARG, "raw-value"));
+    const raw = rawFor(END_ARG);
     const args = tools.map((t, i) =>
       forTool(t, i, () => {
-        const schema = argumentsSchema(t);
-        const required = new Set(Array.isArray(schema.required) ? schema.required : []);
-        return seq(
-          ...tagProperties(t, "kimi-k3").map(([key, sub]) => {
-            const tag = (type: Expr) =>
-              seq(lit(`${ARG}key="${escapeAttr(key)}" type="`), type, lit(`"${SEP}`));
-            let p: Expr;
-            if (isRaw(sub)) {
-              const value = rawValue(sub as Record<string, unknown>, rawText);
-              p = seq(tag(lit("string")), value, lit(END_ARG));
-            } else {
-              const pointer = "#/properties/" + key.replace(/~/g, "~0").replace(/\//g, "~1");
-              const value = set.compile(schema, `${t.name}-${key}`, encodeURI(pointer));
-              p = seq(tag(typeAttr(sub)), value, lit(END_ARG));
-            }
-            return required.has(key) ? p : opt(p);
-          }),
-        );
+        const layout = tagLayout(t);
+        const opts = relax ? { relax: relaxFor(relax, i) } : {};
+        return alt(...layout.branches.map((b) =>
+          seq(
+            ...b.props.map(([key, pointer]) => {
+              const tag = (type: Expr) =>
+                seq(lit(`${ARG}key="${escapeAttr(key)}" type="`), type, lit(`"${SEP}`));
+              const base = `${t.name}-${key}`;
+              const p = layout.raw.has(key)
+                ? seq(
+                  tag(lit("string")),
+                  set.compile(layout.root, base, pointer, { ...opts, notation: raw }),
+                )
+                : seq(
+                  tag(typeAttr(schemaAt(layout.root, pointer))),
+                  set.compile(layout.root, base, pointer, opts),
+                );
+              const whole = seq(p, lit(END_ARG));
+              return b.required.has(key) ? whole : opt(whole);
+            }),
+          )
+        ));
       })
     );
     const calls = (index: Expr) =>

@@ -52,8 +52,8 @@ export const llama3Format: ToolFormat = {
   family: "llama3",
   rendersTools: true,
   toolSystemPrompt: toolListPrompt,
-  callGrammar(tools, { parallel }) {
-    const s = toolSchemas(tools);
+  callGrammar(tools, { parallel, relax }) {
+    const s = toolSchemas(tools, relax);
     const call = jsonCall(s, "parameters");
     return render(
       s.set.g,

@@ -17,13 +17,12 @@
  * @module
  */
 import type { ToolSpec } from "../conversation.ts";
-import { alt, type Expr, lit, render, seq } from "../../constrain/gbnf.ts";
+import { alt, lit, render, seq } from "../../constrain/gbnf.ts";
 import { newSchemaSet } from "../../constrain/json_schema.ts";
 import { toolListPrompt } from "./generic.ts";
 import { forTool, LAYOUT, oneOrMore, prefixPattern } from "./grammar.ts";
-import { textWithout } from "./qwen3_coder.ts";
 import { newSectionParser, sectionCursor, type SectionResult } from "./section_parser.ts";
-import { argsExpr, argsObject, isRawArg, type TagSyntax } from "./tagged_args.ts";
+import { argsExpr, argsObject, isRawArg, relaxFor, type TagSyntax } from "./tagged_args.ts";
 import type { ToolFormat } from "./types.ts";
 
 const SECTION = "<minimax:tool_call>";
@@ -91,17 +90,15 @@ export const minimaxM2Format: ToolFormat = {
   family: "minimax-m2",
   rendersTools: true,
   toolSystemPrompt: toolListPrompt,
-  callGrammar(tools, { parallel }) {
+  callGrammar(tools, { parallel, relax }) {
     if (tools.length === 0) throw new Error("a call grammar needs at least one tool");
     const set = newSchemaSet();
-    let raw: Expr | undefined;
-    const rawText = () => (raw ??= textWithout(set.g, END_PARAM, "raw-value"));
     const invokes = tools.map((t, i) =>
       forTool(t, i, () =>
         seq(
           lit(`${INVOKE}${t.name}">`),
           LAYOUT,
-          argsExpr(set, t, SYNTAX, rawText),
+          argsExpr(set, t, SYNTAX, relaxFor(relax, i)),
           lit(END_INVOKE),
         ))
     );

@@ -20,25 +20,14 @@
  * @module
  */
 import type { ToolSpec } from "../conversation.ts";
-import {
-  alt,
-  charSet,
-  cls,
-  complementSet,
-  type Expr,
-  lit,
-  opt,
-  render,
-  rep,
-  seq,
-} from "../../constrain/gbnf.ts";
-import { newSchemaSet, type SchemaSet } from "../../constrain/json_schema.ts";
+import { alt, lit, opt, render, rep, seq } from "../../constrain/gbnf.ts";
+import { newSchemaSet, type Relaxation } from "../../constrain/json_schema.ts";
+import { type Notation, rawNotation } from "../../constrain/notation.ts";
 import { toolListPrompt } from "./generic.ts";
 import { argumentsSchema, forTool, prefixPattern } from "./grammar.ts";
 import { parseJson } from "./json_calls.ts";
-import { textWithout } from "./qwen3_coder.ts";
 import { newSectionParser, type ParsedCall, type SectionResult } from "./section_parser.ts";
-import { tagProperties } from "./tagged_args.ts";
+import { schemaAt, stringOnly } from "./tagged_args.ts";
 import type { ToolFormat } from "./types.ts";
 
 const NS = "]<]minimax[>[";
@@ -55,113 +44,93 @@ const isRecord = (x: unknown): x is Json =>
   typeof x === "object" && x !== null && !Array.isArray(x);
 
 /**
- * How the template writes a value of `schema`; "any": no schema to tell; "union": one of its
- * alternatives (none a string).
+ * `to_xml`'s notation: an object as `NS<k>..NS</k>` elements (only listed keys: a closing tag must
+ * repeat its key), an array as `NS<item>..NS</item>` elements, a string raw up to the next `NS`,
+ * a number as itself, a boolean as JSON; null is never written (the template leaves it out).
  */
-type Kind = "string" | "object" | "array" | "json" | "any" | "union";
-
-function kindOf(schema: unknown): Kind {
-  if (!isRecord(schema)) return "any";
-  if (Array.isArray(schema.enum)) {
-    return schema.enum.every((v) => typeof v === "string") ? "string" : "json";
-  }
-  const t = schema.type;
-  if (t === "string" || (Array.isArray(t) && t.includes("string"))) return "string";
-  const union = unionOf(schema);
-  if (union) return union.branches.some((b) => kindOf(b) === "string") ? "string" : "union";
-  if (t === "object") return "object";
-  if (t === "array" && isRecord(schema.items)) return "array";
-  if (t === undefined && !["anyOf", "oneOf", "allOf", "$ref", "const"].some((k) => k in schema)) {
-    return "any";
-  }
-  return "json";
-}
-
-function unionOf(schema: Json): { key: string; branches: unknown[] } | undefined {
-  for (const key of ["anyOf", "oneOf"]) {
-    const branches = schema[key];
-    if (Array.isArray(branches)) return { key, branches };
-  }
-  return undefined;
-}
-
-/** A plain string schema whose pattern or format the raw text cannot be held to. */
-const checked = (s: Json) =>
-  s.type === "string" && (s.pattern !== undefined || s.format !== undefined);
-
-const ptr = (p: string, ...keys: string[]) =>
-  p + keys.map((k) => "/" + encodeURI(k.replace(/~/g, "~0").replace(/\//g, "~1"))).join("");
-
-type Build = { set: SchemaSet; root: Json; name: string; raw: () => Expr };
-
-/** A value of the schema at `pointer` as `to_xml` writes it (between its tags). */
-function valueExpr(b: Build, schema: unknown, pointer: string): Expr {
-  const s = isRecord(schema) ? schema : {};
-  switch (kindOf(schema)) {
-    case "string": {
-      if (Array.isArray(s.enum)) return alt(...(s.enum as string[]).map(lit));
-      // A pattern or format only JSON's grammar enforces: a JSON string (read back as one).
-      if (checked(s)) return b.set.compile(b.root, b.name, pointer);
-      const min = typeof s.minLength === "number" ? s.minLength : 0;
-      const max = typeof s.maxLength === "number" ? s.maxLength : Infinity;
-      // A bounded string leaves out `]` (it cannot start the namespace token).
-      return min === 0 && max === Infinity
-        ? b.raw()
-        : rep(cls(complementSet(charSet("]"))), min, max);
+const XML: Notation = {
+  ...rawNotation(NS),
+  id: "mm3",
+  layout: false,
+  key: (name) => (/^[^<>/\s]+$/.test(name) && !name.includes(NS) ? name : undefined),
+  keyQuote: "",
+  constant(v) {
+    if (v === null) return undefined;
+    if (typeof v === "string") return v.includes(NS) ? undefined : v;
+    if (Array.isArray(v)) {
+      const items = v.map((x) => XML.constant(x));
+      return items.some((x) => x === undefined)
+        ? undefined
+        : items.map((x) => openTag("item") + x + closeTag("item")).join("");
     }
-    case "object":
-      return membersExpr(b, s, pointer);
-    case "array": {
-      const min = typeof s.minItems === "number" ? s.minItems : 0;
-      const max = typeof s.maxItems === "number" ? s.maxItems : Infinity;
-      const item = valueExpr(b, s.items, ptr(pointer, "items"));
-      return rep(seq(lit(openTag("item")), item, lit(closeTag("item"))), min, max);
+    if (typeof v === "object") {
+      const parts: string[] = [];
+      for (const [k, x] of Object.entries(v)) {
+        if (x === null) continue;
+        const value = XML.constant(x);
+        if (value === undefined || XML.key(k) === undefined) return undefined;
+        parts.push(openTag(k) + value + closeTag(k));
+      }
+      return parts.join("");
     }
-    case "union": {
-      const u = unionOf(s)!;
-      return alt(...u.branches.map((x, i) => valueExpr(b, x, ptr(pointer, u.key, String(i)))));
-    }
-    default:
-      return b.set.compile(b.root, b.name, pointer);
-  }
-}
-
-/** An object's fields, in schema order (optional ones may be left out). */
-function membersExpr(b: Build, s: Json, pointer: string): Expr {
-  const props = isRecord(s.properties) ? Object.entries(s.properties) : [];
-  const required = new Set(Array.isArray(s.required) ? s.required : []);
-  return seq(
-    ...props.map(([k, sub]) => {
-      const v = valueExpr(b, sub, ptr(pointer, "properties", k));
-      const e = seq(lit(openTag(k)), v, lit(closeTag(k)));
-      return required.has(k) ? e : opt(e);
-    }),
-  );
-}
+    return JSON.stringify(v);
+  },
+  object: {
+    open: "",
+    close: "",
+    sep: "",
+    member: (key, value) => seq(lit(`${NS}<`), key, lit(">"), value, lit(`${NS}</`), key, lit(">")),
+    extraKeys: false,
+  },
+  array: {
+    open: "",
+    close: "",
+    sep: "",
+    item: (value) => seq(lit(openTag("item")), value, lit(closeTag("item"))),
+  },
+  // Without a schema, a value is text.
+  anyValue: (g) => XML.text(g),
+};
 
 type Step<T> = [T, number] | "more" | "bad";
 
-/** Reads a value of `schema` at `pos` up to its closing tag `close`. */
-function readValue(s: string, pos: number, schema: unknown, close: string): Step<unknown> {
-  let kind = kindOf(schema);
-  if (kind === "any" || kind === "union") {
-    kind = "any";
-    const rest = s.slice(pos);
-    if (rest.startsWith(NS + "<") && !rest.startsWith(close)) {
-      kind = rest.startsWith(openTag("item")) ? "array" : "object";
-    } else if ((NS + "<").startsWith(rest)) return "more";
+/** The properties (or items) a schema's object (array) values may hold, across its branches. */
+function shapeOf(root: unknown, schema: unknown, depth = 0): { props: Json; items: unknown } {
+  const d = isRecord(schema) && typeof schema.$ref === "string"
+    ? schemaAt(root, schema.$ref)
+    : schema;
+  const out = { props: {} as Json, items: undefined as unknown };
+  if (!isRecord(d) || depth > 8) return out;
+  if (isRecord(d.properties)) Object.assign(out.props, d.properties);
+  if (d.items !== undefined && !Array.isArray(d.items)) out.items = d.items;
+  for (const k of ["anyOf", "oneOf", "allOf"]) {
+    if (!Array.isArray(d[k])) continue;
+    for (const b of d[k] as unknown[]) {
+      const sub = shapeOf(root, b, depth + 1);
+      for (const [name, x] of Object.entries(sub.props)) out.props[name] ??= x;
+      out.items ??= sub.items;
+    }
   }
-  // A JSON text where elements were due (a schema without properties) is read as JSON.
-  const first = s.slice(pos).trimStart();
-  if ((kind === "object" || kind === "array") && /^[[{]/.test(first)) kind = "json";
-  if (kind === "object" || kind === "array") {
-    const props = isRecord(schema) && isRecord(schema.properties) ? schema.properties : {};
-    const items = isRecord(schema) ? schema.items : undefined;
+  return out;
+}
+
+/** Reads a value of `schema` at `pos` up to its closing tag `close`. */
+function readValue(
+  root: unknown,
+  s: string,
+  pos: number,
+  schema: unknown,
+  close: string,
+): Step<unknown> {
+  const rest = s.slice(pos);
+  // A schema that admits a string reads the text as one, elements and all (as llama.cpp does).
+  if (rest.startsWith(NS + "<") && !rest.startsWith(close) && !admitsString(root, schema)) {
+    const array = rest.startsWith(openTag("item"));
+    const shape = shapeOf(root, schema);
     const obj: Json = {};
     const arr: unknown[] = [];
     for (;;) {
-      while (pos < s.length && " \t\r\n".includes(s[pos])) pos++;
-      if (s.startsWith(close, pos)) return [kind === "object" ? obj : arr, pos + close.length];
+      if (s.startsWith(close, pos)) return [array ? arr : obj, pos + close.length];
       if (!s.startsWith(NS + "<", pos)) {
         return (close.startsWith(s.slice(pos)) || (NS + "<").startsWith(s.slice(pos)))
           ? "more"
@@ -170,25 +139,56 @@ function readValue(s: string, pos: number, schema: unknown, close: string): Step
       const gt = s.indexOf(">", pos + NS.length + 1);
       if (gt < 0) return "more";
       const key = s.slice(pos + NS.length + 1, gt);
-      if (key.startsWith("/") || (kind === "array" && key !== "item")) return "bad";
-      const r = readValue(s, gt + 1, kind === "array" ? items : props[key], closeTag(key));
+      if (key.startsWith("/") || (array && key !== "item")) return "bad";
+      const r = readValue(root, s, gt + 1, array ? shape.items : shape.props[key], closeTag(key));
       if (typeof r === "string") return r;
-      if (kind === "array") arr.push(r[0]);
+      if (array) arr.push(r[0]);
       else obj[key] = r[0];
       pos = r[1];
     }
   }
+  if ((NS + "<").startsWith(rest) && rest !== "") return "more";
   const end = s.indexOf(close, pos);
   if (end < 0) return "more";
   const text = s.slice(pos, end);
-  if (kind === "string") {
-    const v = isRecord(schema) && checked(schema) ? parseJson(text) : undefined;
-    return [typeof v === "string" ? v : text, end + close.length];
-  }
+  if (stringOnly(root, schema)) return [text, end + close.length];
+  // A number or boolean reads as JSON where the schema admits one; other text stays a string.
   const v = parseJson(text);
-  // Without a schema only a number or boolean reads as JSON (the template writes them bare).
-  const json = kind === "json" ? v !== undefined : typeof v === "number" || typeof v === "boolean";
+  const json = (typeof v === "number" || typeof v === "boolean") && admits(root, schema, v);
   return [json ? v : text, end + close.length];
+}
+
+/** Whether a schema (through `$ref`s and unions) names strings among its values. */
+function admitsString(root: unknown, schema: unknown, depth = 0): boolean {
+  const d = isRecord(schema) && typeof schema.$ref === "string"
+    ? schemaAt(root, schema.$ref)
+    : schema;
+  if (!isRecord(d) || depth > 8) return false;
+  for (const k of ["anyOf", "oneOf"]) {
+    if (Array.isArray(d[k])) {
+      return (d[k] as unknown[]).some((b) => admitsString(root, b, depth + 1));
+    }
+  }
+  if (Array.isArray(d.enum)) return d.enum.some((v) => typeof v === "string");
+  const types = Array.isArray(d.type) ? d.type : [d.type];
+  return types.includes("string");
+}
+
+/** Whether a schema (through `$ref`s and unions) lists the JSON type of `v`, or no type at all. */
+function admits(root: unknown, schema: unknown, v: number | boolean, depth = 0): boolean {
+  const d = isRecord(schema) && typeof schema.$ref === "string"
+    ? schemaAt(root, schema.$ref)
+    : schema;
+  if (!isRecord(d) || depth > 8) return true;
+  for (const k of ["anyOf", "oneOf"]) {
+    if (Array.isArray(d[k])) return (d[k] as unknown[]).some((b) => admits(root, b, v, depth + 1));
+  }
+  if (Array.isArray(d.enum)) return d.enum.includes(v);
+  if ("const" in d) return d.const === v;
+  if (d.type === undefined) return true;
+  const types = Array.isArray(d.type) ? d.type : [d.type];
+  if (typeof v === "boolean") return types.includes("boolean");
+  return types.includes("number") || (types.includes("integer") && Number.isInteger(v));
 }
 
 /** A bare `</mm:think>` (markup), or a call section from its marker. */
@@ -216,10 +216,14 @@ function parseSection(s: string, tools: Map<string, ToolSpec>, final: boolean): 
     const name = s.slice(pos + INVOKE.length, q);
     const tool = tools.get(name);
     if (!tool) return { kind: "bad" };
-    const r = readValue(s, q + 2, { type: "object", ...argumentsSchema(tool) }, END_INVOKE);
+    const root = argumentsSchema(tool);
+    const r = readValue(root, s, q + 2, root, END_INVOKE);
     if (r === "bad") return { kind: "bad" };
     if (r === "more") return incomplete();
-    calls.push({ name, arguments: JSON.stringify(r[0]) });
+    // No elements at all: the arguments are an empty object.
+    const args = r[0] === "" ? {} : r[0];
+    if (!isRecord(args)) return { kind: "bad" };
+    calls.push({ name, arguments: JSON.stringify(args) });
     pos = r[1];
   }
 }
@@ -229,17 +233,16 @@ export const minimaxM3Format: ToolFormat = {
   rendersTools: true,
   printMarkers: [NS],
   toolSystemPrompt: toolListPrompt,
-  callGrammar(tools, { parallel }) {
+  callGrammar(tools, { parallel, relax }) {
     if (tools.length === 0) throw new Error("a call grammar needs at least one tool");
     const set = newSchemaSet();
-    let raw: Expr | undefined;
-    const rawText = () => (raw ??= textWithout(set.g, NS, "raw-value"));
     const invokes = tools.map((t, i) =>
       forTool(t, i, () => {
-        tagProperties(t, "minimax-m3"); // an object schema listing its properties
-        const root = argumentsSchema(t);
-        const b: Build = { set, root, name: t.name, raw: rawText };
-        return seq(lit(`${INVOKE}${t.name}">`), membersExpr(b, root, "#"), lit(`${END_INVOKE}\n`));
+        const args = set.compile(argumentsSchema(t), `${t.name}-args`, "#", {
+          notation: XML,
+          ...(relax ? { relax: (r: Relaxation) => relax(i, r) } : {}),
+        });
+        return seq(lit(`${INVOKE}${t.name}">`), args, lit(`${END_INVOKE}\n`));
       })
     );
     const body = parallel ? rep(alt(...invokes), 1, Infinity) : alt(...invokes);

@@ -34,8 +34,8 @@ export const mistralFormat: ToolFormat = {
   family: "mistral",
   rendersTools: true,
   toolSystemPrompt: toolListPrompt,
-  callGrammar(tools, { parallel }) {
-    const s = toolSchemas(tools);
+  callGrammar(tools, { parallel, relax }) {
+    const s = toolSchemas(tools, relax);
     const call = jsonCall(s, "arguments", opt(ID));
     return render(
       s.set.g,

@@ -25,7 +25,7 @@ import { mistralFormat } from "./mistral.ts";
 import { qwen3CoderFormat } from "./qwen3_coder.ts";
 import { deepseekV3Format } from "./deepseek_v3.ts";
 import { deepseekV32Format, deepseekV4Format } from "./deepseek_dsml.ts";
-import { devstralFormat } from "./devstral.ts";
+import { devstralCallIdFormat, devstralFormat } from "./devstral.ts";
 import { gemma4Format } from "./gemma4.ts";
 import { glmFormat } from "./glm.ts";
 import { harmonyFormat } from "./harmony.ts";
@@ -60,7 +60,10 @@ export const TOOL_FORMATS: Readonly<Record<ToolFamily, ToolFormat>> = {
 
 /** The format of the family whose markers `templateSource` mentions (generic when none). */
 export function detectToolFormat(templateSource: string): ToolFormat {
-  return TOOL_FORMATS[detectToolFamily(templateSource)];
+  const family = detectToolFamily(templateSource);
+  // Within a family, what the template renders decides the details (a call id or none).
+  if (family === "devstral" && templateSource.includes("[CALL_ID]")) return devstralCallIdFormat;
+  return TOOL_FORMATS[family];
 }
 
 /**

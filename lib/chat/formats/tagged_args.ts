@@ -1,27 +1,30 @@
 /**
- * Calls whose arguments are written one per tag pair, as GLM (`<arg_key>K</arg_key><arg_value>V
- * </arg_value>`) and MiniMax-M2 (`<parameter name="K">V</parameter>`) do: a value whose schema
- * is a plain string is written raw (anything but the closing tag), every other value as JSON, the
- * way their templates render history (`v | tojson if v is not string else v`). The grammar writes
- * the properties in schema order, required ones always and optional ones maybe; the parser reads
- * them in any order.
+ * Calls whose arguments are written one per tag pair, as Qwen3-Coder (`<parameter=K>\nV\n
+ * </parameter>`), GLM (`<arg_key>K</arg_key><arg_value>V</arg_value>`), MiniMax-M2 and DSML
+ * (`<parameter name="K">V</parameter>`) do: a value whose schema only admits strings is written raw
+ * (anything but the closing tag, its length, pattern and format held by the grammar in raw
+ * notation), every other value as JSON, the way their templates render history (`v | tojson if v
+ * is not string else v`). The top-level properties are read through a top-level `$ref`, merged
+ * from an `allOf`, or taken per branch of an `anyOf`/`oneOf`; the grammar writes them in schema
+ * order, required ones always and optional ones maybe; the parser reads them in any order.
  *
  * @example
  * ```ts
  * import { argsObject } from "./tagged_args.ts";
  * const tool = { name: "f", parameters: { type: "object", properties: {
- *   path: { type: "string" }, n: { type: "integer" } } } };
- * argsObject(tool, [["path", "a b"], ["n", "3"]]); // '{"path":"a b","n":3}'
+ *   path: { type: "string", pattern: "^/" }, n: { type: "integer" } } } };
+ * argsObject(tool, [["path", "/a b"], ["n", "3"]]); // '{"path":"/a b","n":3}'
  * ```
  * @module
  */
 import type { ToolSpec } from "../conversation.ts";
-import { constraintError } from "../../constrain/error.ts";
 import { alt, type Expr, lit, opt, seq } from "../../constrain/gbnf.ts";
-import type { SchemaSet } from "../../constrain/json_schema.ts";
-import { argumentsSchema } from "./grammar.ts";
+import type { Relaxation, SchemaSet } from "../../constrain/json_schema.ts";
+import { LARK_KEYWORD } from "../../constrain/lark.ts";
+import { type Notation, rawNotation } from "../../constrain/notation.ts";
+import { isRefProblem, resolveRef } from "../../constrain/schema_refs.ts";
+import { argumentsSchema, type ToolRelax } from "./grammar.ts";
 import { parseJson } from "./json_calls.ts";
-import { isRawString } from "./qwen3_coder.ts";
 
 type Json = Record<string, unknown>;
 
@@ -29,69 +32,192 @@ function isRecord(x: unknown): x is Json {
   return typeof x === "object" && x !== null && !Array.isArray(x);
 }
 
-/** The tool's top-level properties; a schema that does not list them cannot be written as tags. */
-export function tagProperties(t: ToolSpec, family: string): [string, unknown][] {
-  const p = argumentsSchema(t);
-  if (["$ref", "anyOf", "oneOf", "allOf"].some((k) => k in p)) {
-    throw constraintError(
-      "parameters",
-      `${family} calls need an object schema listing its properties at the top level`,
-      "#",
-    );
+const ptr = (p: string, ...keys: string[]) =>
+  p + keys.map((k) => "/" + k.replace(/~/g, "~0").replace(/\//g, "~1")).join("");
+
+/** A schema followed through `$ref`s, with the pointer it was found at. */
+function deref(root: unknown, schema: unknown, at: string): { s: unknown; at: string } {
+  for (let i = 0; i < 16 && isRecord(schema) && typeof schema.$ref === "string"; i++) {
+    const r = resolveRef(root as never, schema.$ref);
+    if (isRefProblem(r)) break;
+    schema = r.schema;
+    at = r.key;
   }
-  return isRecord(p.properties) ? Object.entries(p.properties) : [];
+  return { s: schema, at };
+}
+
+/**
+ * Whether every value `schema` admits is a string (so the template writes it raw): `type:
+ * "string"`, an enum or const of strings, or a union (or intersection) of such, through `$ref`s.
+ * A Lark-derived string (a custom tool's input) stays JSON.
+ */
+export function stringOnly(root: unknown, schema: unknown, depth = 0): boolean {
+  const { s } = deref(root, schema, "#");
+  if (!isRecord(s) || depth > 16 || LARK_KEYWORD in s) return false;
+  for (const k of ["anyOf", "oneOf"]) {
+    if (Array.isArray(s[k])) {
+      return (s[k] as unknown[]).every((b) => stringOnly(root, b, depth + 1));
+    }
+  }
+  if (Array.isArray(s.allOf) && s.allOf.some((b) => stringOnly(root, b, depth + 1))) return true;
+  const t = s.type;
+  if (t === "string" || (Array.isArray(t) && t.length > 0 && t.every((x) => x === "string"))) {
+    return true;
+  }
+  if (t !== undefined) return false;
+  if (Array.isArray(s.enum)) return s.enum.length > 0 && s.enum.every((v) => typeof v === "string");
+  return "const" in s && typeof s.const === "string";
+}
+
+/** One way of writing a tool's arguments: its properties (with pointers) and required names. */
+export type TagBranch = { props: [name: string, pointer: string][]; required: Set<string> };
+
+/** A tool's top-level arguments as tag pairs: its branches, and the names written raw. */
+export type TagLayout = { root: Json; branches: TagBranch[]; raw: Set<string> };
+
+const layouts = new WeakMap<ToolSpec, TagLayout>();
+
+/**
+ * The tag-pair layout of `t`'s arguments: one branch for a plain object schema (or one reached by
+ * `$ref`, or merged from `allOf` branches), one per `anyOf`/`oneOf` alternative. A name is raw
+ * when every branch that lists it admits only strings there.
+ */
+export function tagLayout(t: ToolSpec): TagLayout {
+  const have = layouts.get(t);
+  if (have) return have;
+  const root = argumentsSchema(t);
+  const branches: TagBranch[] = [];
+  const collect = (schema: unknown, at: string, into: TagBranch, depth: number) => {
+    const d = deref(root, schema, at);
+    if (!isRecord(d.s) || depth > 8) return;
+    const s = d.s;
+    if (isRecord(s.properties)) {
+      for (const name of Object.keys(s.properties)) {
+        if (!into.props.some(([n]) => n === name)) {
+          into.props.push([name, ptr(d.at, "properties", name)]);
+        }
+      }
+    }
+    if (Array.isArray(s.required)) {
+      for (const r of s.required) if (typeof r === "string") into.required.add(r);
+    }
+    if (Array.isArray(s.allOf)) {
+      s.allOf.forEach((b, i) => collect(b, ptr(d.at, "allOf", String(i)), into, depth + 1));
+    }
+  };
+  const top = deref(root, root, "#");
+  const union = isRecord(top.s)
+    ? (["anyOf", "oneOf"] as const).find((k) => Array.isArray((top.s as Json)[k]))
+    : undefined;
+  if (union) {
+    ((top.s as Json)[union] as unknown[]).forEach((b, i) => {
+      const branch: TagBranch = { props: [], required: new Set() };
+      collect({ ...(top.s as Json), [union]: undefined }, top.at, branch, 0);
+      collect(b, ptr(top.at, union, String(i)), branch, 0);
+      branches.push(branch);
+    });
+  } else {
+    const branch: TagBranch = { props: [], required: new Set() };
+    collect(root, "#", branch, 0);
+    branches.push(branch);
+  }
+  const at = (pointer: string) => resolveRef(root as never, pointer);
+  const raw = new Set<string>();
+  const names = new Set(branches.flatMap((b) => b.props.map(([n]) => n)));
+  for (const name of names) {
+    const all = branches.flatMap((b) => b.props.filter(([n]) => n === name));
+    if (
+      all.every(([, p]) => {
+        const r = at(p);
+        return !isRefProblem(r) && stringOnly(root, r.schema);
+      })
+    ) raw.add(name);
+  }
+  const layout = { root, branches, raw };
+  layouts.set(t, layout);
+  return layout;
+}
+
+/** The schema at `pointer` inside a tool's arguments schema (undefined when it is not there). */
+export function schemaAt(root: unknown, pointer: string): unknown {
+  const r = resolveRef(root as never, pointer);
+  return isRefProblem(r) ? undefined : deref(root, r.schema, r.key).s;
 }
 
 export type TagSyntax = {
   family: string;
   /** The text before a value: the key's tags (`open(name)`). */
-  open(name: string): Expr;
+  open(name: string, raw: boolean): Expr;
   /** The closing tag after a value; a raw value can hold anything but it. */
   close: string;
+  /** Text the template writes just before a raw value, which may begin `close` (a newline). */
+  before?: string;
   /** Between two arguments (layout). */
   sep: Expr;
 };
 
-/** Every argument of `t` as tag pairs, in schema order (optional ones may be left out). */
-export function argsExpr(set: SchemaSet, t: ToolSpec, syn: TagSyntax, rawText: () => Expr): Expr {
-  const schema = argumentsSchema(t);
-  const required = new Set(Array.isArray(schema.required) ? schema.required as string[] : []);
-  const params = tagProperties(t, syn.family).map(([name, sub]) => {
-    let value: Expr;
-    if (isRawString(sub)) {
-      const e = isRecord(sub) && Array.isArray(sub.enum) ? sub.enum as string[] : undefined;
-      value = e ? alt(...e.filter((v) => !v.includes(syn.close)).map(lit)) : rawText();
-    } else {
-      const pointer = "#/properties/" + name.replace(/~/g, "~0").replace(/\//g, "~1");
-      value = set.compile(schema, `${t.name}-${name}`, encodeURI(pointer));
-    }
-    const p = seq(syn.open(name), value, lit(syn.close), syn.sep);
-    return required.has(name) ? p : opt(p);
-  });
-  return seq(...params);
+const notations = new Map<string, Notation>();
+
+/** The raw-string notation of a closing tag (shared, so its rules are made once per grammar). */
+export function rawFor(close: string, before = ""): Notation {
+  const key = `${close}\u0000${before}`;
+  let n = notations.get(key);
+  if (!n) notations.set(key, n = rawNotation(close, before));
+  return n;
+}
+
+/**
+ * Every argument of `t` as tag pairs, in schema order (optional ones may be left out), one
+ * alternative per branch of its layout. `relax` receives what the grammar cannot hold.
+ */
+export function argsExpr(
+  set: SchemaSet,
+  t: ToolSpec,
+  syn: TagSyntax,
+  relax?: (r: Relaxation) => void,
+): Expr {
+  const layout = tagLayout(t);
+  const raw = rawFor(syn.close, syn.before);
+  return alt(...layout.branches.map((b) =>
+    seq(
+      ...b.props.map(([name, pointer]) => {
+        const isRaw = layout.raw.has(name);
+        const value = set.compile(layout.root, `${t.name}-${name}`, pointer, {
+          ...(isRaw ? { notation: raw } : {}),
+          ...(relax ? { relax } : {}),
+        });
+        const p = seq(syn.open(name, isRaw), value, lit(syn.close), syn.sep);
+        return b.required.has(name) ? p : opt(p);
+      }),
+    )
+  ));
+}
+
+/** `relax` for tool `i`, or undefined. */
+export function relaxFor(relax: ToolRelax | undefined, i: number) {
+  return relax && ((r: Relaxation) => relax(i, r));
 }
 
 /** Compact JSON arguments from `[key, written value]` pairs, each read by its schema. */
 export function argsObject(t: ToolSpec | undefined, pairs: [string, string][]): string {
-  let props: Map<string, unknown>;
-  try {
-    props = new Map(t ? tagProperties(t, "") : []);
-  } catch {
-    props = new Map();
-  }
+  const raw = t ? safeLayout(t)?.raw ?? new Set<string>() : new Set<string>();
   const args: Json = {};
-  for (const [key, raw] of pairs) {
-    const parsed = isRawString(props.get(key)) ? undefined : parseJson(raw);
-    args[key] = parsed === undefined ? raw : parsed;
+  for (const [key, text] of pairs) {
+    const parsed = raw.has(key) ? undefined : parseJson(text);
+    args[key] = parsed === undefined ? text : parsed;
   }
   return JSON.stringify(args);
 }
 
-/** Whether argument `key` of `t` is written raw (a plain string), so a cut value still counts. */
-export function isRawArg(t: ToolSpec, key: string): boolean {
+function safeLayout(t: ToolSpec): TagLayout | undefined {
   try {
-    return isRawString(new Map(tagProperties(t, "")).get(key));
+    return tagLayout(t);
   } catch {
-    return false;
+    return undefined;
   }
+}
+
+/** Whether argument `key` of `t` is written raw (a string), so a cut value still counts. */
+export function isRawArg(t: ToolSpec, key: string): boolean {
+  return safeLayout(t)?.raw.has(key) ?? false;
 }

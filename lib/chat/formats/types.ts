@@ -15,6 +15,7 @@
 import type { ReplyEvent, ToolSpec } from "../conversation.ts";
 import type { ReasoningMarkers } from "../reasoning.ts";
 import type { ChatMessage } from "../template.ts";
+import type { ToolRelax } from "./grammar.ts";
 
 export type ToolFamily =
   | "llama3"
@@ -56,8 +57,11 @@ export type ToolFormat = {
   rendersTools: boolean;
   /** Instructions listing the tools, to add to the system message when `rendersTools` is false. */
   toolSystemPrompt(tools: ToolSpec[]): string;
-  /** GBNF whose root is a whole call section; throws a ConstraintError naming a bad tool. */
-  callGrammar(tools: ToolSpec[], opts: { parallel: boolean }): string;
+  /**
+   * GBNF whose root is a whole call section. With `relax`, what a tool's schema asks beyond the
+   * grammar is relaxed and reported to it; without, such a tool throws a ConstraintError.
+   */
+  callGrammar(tools: ToolSpec[], opts: { parallel: boolean; relax?: ToolRelax }): string;
   triggers: Triggers;
   /** The reasoning markers of the family's output, if it reasons. */
   reasoning?: ReasoningMarkers;
