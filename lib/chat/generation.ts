@@ -105,6 +105,8 @@ export type ChatPlan = {
   forced: boolean;
   /** The call grammar alone (without a reasoning block before it), when a call is required. */
   callGrammar?: string;
+  /** Tools (by wire name) the template could not render, described in the system message. */
+  unrendered?: string[];
 };
 
 const formats = new WeakMap<CompiledTemplate, ToolFormat>();
@@ -247,6 +249,13 @@ export function planChat(
     ),
     forced,
     ...(forced && callGrammar ? { callGrammar } : {}),
+    ...(rendered.unrendered
+      ? {
+        unrendered: rendered.unrendered.map((name) =>
+          (opts.toolParam ?? ((i) => `tools[${i}]`))(conv.tools.findIndex((t) => t.name === name))
+        ),
+      }
+      : {}),
     ...(primer ? { primer } : {}),
     tools: conv.tools,
     model: m,

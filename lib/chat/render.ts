@@ -45,6 +45,8 @@ export type Rendered = {
   text: string;
   /** Text of a trailing assistant turn the reply continues (Anthropic prefill). */
   prefill?: string;
+  /** Tools the template could not render, listed in the system message instead. */
+  unrendered?: string[];
 };
 
 const TURN_JOIN = "\n\n";
@@ -159,9 +161,58 @@ export function renderConversation(
   conv: Conversation,
   opts: RenderOptions & { prefill?: boolean },
 ): Rendered {
+  try {
+    return renderWith(template, format, special, conv, opts, []);
+  } catch (e) {
+    // A template may fail on a tool schema it was not written for (Hermes 3's type mapper recurses
+    // for ever on `"type": "null"`, in Python too): those tools are listed in the system message
+    // the generic way and the others rendered by the template, rather than refusing the request.
+    if (!(conv.tools.length && format.rendersTools && format.toolSystemPrompt)) throw refused(e);
+    const alone = (t: ToolSpec) => {
+      try {
+        renderChat(template, {
+          messages: [{ role: "user", content: "." }],
+          addGenerationPrompt: true,
+          extra: { ...opts.extra, tools: templateTools([t]) },
+        });
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const bad = conv.tools.filter((t) => !alone(t));
+    if (!bad.length) throw refused(e);
+    try {
+      return {
+        ...renderWith(template, format, special, conv, opts, bad),
+        unrendered: bad.map((t) => t.name),
+      };
+    } catch {
+      throw refused(e);
+    }
+  }
+}
+
+function refused(e: unknown): Error {
+  // Templates refuse conversations they cannot render (`raise_exception`): the client's
+  // conversation is at fault, not the server.
+  return chatInputError("messages", `the chat template refused it: ${(e as Error).message}`);
+}
+
+/** The rendering with `listed` tools described in the system message rather than by the template. */
+function renderWith(
+  template: CompiledTemplate,
+  format: ToolFormat,
+  special: SpecialSpellings,
+  conv: Conversation,
+  opts: RenderOptions & { prefill?: boolean },
+  listed: ToolSpec[],
+): Rendered {
   const offerTools = conv.tools.length > 0;
-  const systemExtra = offerTools && !format.rendersTools && format.toolSystemPrompt
-    ? format.toolSystemPrompt(conv.tools)
+  const byTemplate = format.rendersTools ? conv.tools.filter((t) => !listed.includes(t)) : [];
+  const inSystem = format.rendersTools ? listed : conv.tools;
+  const systemExtra = offerTools && inSystem.length && format.toolSystemPrompt
+    ? format.toolSystemPrompt(inSystem)
     : "";
   const plain = toTemplateMessages(conv, systemExtra);
   const messages = format.templateMessages ? format.templateMessages(plain) : plain;
@@ -174,20 +225,13 @@ export function renderConversation(
     prefill = prefill.replace(/\s+$/, "");
   }
   const extra: Record<string, unknown> = { ...opts.extra };
-  if (offerTools && format.rendersTools) extra.tools = templateTools(conv.tools);
-  let out: string;
-  try {
-    out = renderChat(template, {
-      messages,
-      addGenerationPrompt: prefill !== undefined ? true : opts.addGenerationPrompt,
-      bosToken: special.bos,
-      eosToken: special.eos,
-      extra,
-    });
-  } catch (e) {
-    // Templates refuse conversations they cannot render (`raise_exception`): the client's
-    // conversation is at fault, not the server.
-    throw chatInputError("messages", `the chat template refused it: ${(e as Error).message}`);
-  }
+  if (byTemplate.length) extra.tools = templateTools(byTemplate);
+  const out = renderChat(template, {
+    messages,
+    addGenerationPrompt: prefill !== undefined ? true : opts.addGenerationPrompt,
+    bosToken: special.bos,
+    eosToken: special.eos,
+    extra,
+  });
   return { text: out + (prefill ?? ""), prefill };
 }

@@ -72,6 +72,7 @@ type InterpreterProto = {
     node: { operator: { value: string }; left: Node; right: Node },
     env: unknown,
   ): Value;
+  evaluateFor(node: { iterable: Node }, env: unknown): Value;
   applyFilter(
     operand: Value,
     filter: { type: string; value?: string; identifier?: { value?: string } },
@@ -216,10 +217,30 @@ function pythonCompat(): void {
     const done = (value: Value) => ({ type: EVALUATED, value }) as unknown as Node;
     return binary.call(this, { ...node, left: done(left), right: done(right) }, env);
   };
+  // Jinja2 iterates over a string's characters; the library refuses anything but a list or a
+  // mapping.
+  const forLoop = proto.evaluateFor;
+  proto.evaluateFor = function (node, env) {
+    if (node.iterable?.type === "SelectExpression") return forLoop.call(this, node, env);
+    const iterable = this.evaluate(node.iterable, env);
+    // And over an undefined value, nothing (Hermes 3 loops over `tools` whether given or not).
+    const value = isA(iterable, V.str)
+      ? new V.array([...(iterable.value as string)].map((c) => new V.str(c)))
+      : isA(iterable, V.undef)
+      ? new V.array([])
+      : iterable;
+    return forLoop.call(
+      this,
+      { ...node, iterable: { type: EVALUATED, value } as unknown as Node },
+      env,
+    );
+  };
   const filter = proto.applyFilter;
   proto.applyFilter = function (operand, f, env) {
     const name = f.type === "Identifier" ? f.value : f.identifier?.value;
     if (isA(operand, V.undef) && name && STRING_FILTERS.has(name)) operand = new V.str("");
+    // Jinja2's `None | string` is "None" (Qwen3-Coder writes every scalar argument that way).
+    if (isA(operand, V.none) && name === "string") return new V.str("None");
     return filter.call(this, operand, f, env);
   };
 }

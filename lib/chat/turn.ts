@@ -190,6 +190,9 @@ export async function planTurn(deps: TurnDeps, req: TurnRequest): Promise<TurnRe
       toolParam: req.toolParam,
       schemaKey: req.schemaKey ?? "parameters",
     }, req.render);
+    for (const t of plan.unrendered ?? []) {
+      notes.push(`${t} (the chat template cannot render it: described in the system message)`);
+    }
     return { ok: true, value: { plan, notes, serverTools, conv, request: req, engine, template } };
   } catch (e) {
     return { ok: false, error: turnError(e, req.promptParam) };

@@ -102,6 +102,7 @@ export type Relaxation = {
 export type RelaxSink = (r: Relaxation) => void;
 
 const ALL_TYPES: JsonType[] = ["object", "array", "string", "number", "boolean", "null"];
+const NOT_NULL: JsonType[] = ["object", "array", "string", "number", "boolean"];
 
 // Keywords that only describe; they never change which instances are valid.
 export const ANNOTATIONS: ReadonlySet<string> = new Set([
@@ -493,7 +494,11 @@ function compileSchema(ctx: Ctx, schema: unknown, path: string): Expr {
     const hasRest = Object.keys(rest).length > 0;
     const alts: Expr[] = [];
     let firstError: unknown;
+    // A notation whose parser reads any value a string is allowed for as text writes only the
+    // string branches of such a union.
+    const textual = ctx.notation.unionsAsText && branches.some((b) => isStringBranch(ctx, b));
     branches.forEach((b, i) => {
+      if (textual && !isStringBranch(ctx, b)) return;
       try {
         alts.push(
           hasRest
@@ -520,7 +525,8 @@ function compileSchema(ctx: Ctx, schema: unknown, path: string): Expr {
   s = dropUnsupported(ctx, s, path);
   if ("enum" in s || "const" in s) return compileEnum(ctx, s, path);
 
-  const types = typesOf(ctx, s, path);
+  let types = typesOf(ctx, s, path);
+  if (ctx.notation.unionsAsText && types.includes("string") && "type" in s) types = ["string"];
   const alts: Expr[] = [];
   let firstError: unknown;
   for (const t of types) {
@@ -544,6 +550,19 @@ function mergeHooks(ctx: Ctx): MergeHooks {
     unsupported: (kw, path, why) => relax(ctx, kw, path, why),
     annotations: ANNOTATIONS,
   };
+}
+
+/** A branch (through `$ref`s) whose `type` names strings, or whose values are all strings. */
+function isStringBranch(ctx: Ctx, b: unknown): boolean {
+  for (let i = 0; i < 8 && isObject(b) && typeof b.$ref === "string"; i++) {
+    const r = resolveRef(ctx.root, b.$ref);
+    if (isRefProblem(r)) return false;
+    b = r.schema;
+  }
+  if (!isObject(b)) return false;
+  const t = b.type;
+  if (t === "string" || (Array.isArray(t) && t.includes("string"))) return true;
+  return Array.isArray(b.enum) && b.enum.some((v) => typeof v === "string");
 }
 
 /** Whether no value can match two of `branches`: their types differ, or a `const` tells them apart. */
@@ -1033,12 +1052,14 @@ function lengthOnly(ctx: Ctx, min: number, max: number, path: string): Expr {
   if (min === 0 && max === Infinity) return anyText(ctx);
   if (n.id === "json") return rep(std(ctx, "char", jsonTextChar), min, max);
   if (n.lengthInGrammar(max)) return rep(n.char(ANY_CHAR), min, max);
-  if (max === Infinity && min <= RAW_MIN_PREFIX) {
-    // A short minimum: that many characters that cannot begin the stop, then anything.
+  // Raw text kept exact (anything but its stop) and a large maximum checked on the finished
+  // value; a short minimum is that many characters that cannot begin the stop, then anything.
+  if (Number.isFinite(max)) relax(ctx, "maxLength", path, "a length bound of raw text");
+  if (min === 0) return anyText(ctx);
+  if (min <= RAW_MIN_PREFIX) {
     return seq(rep(n.char(ANY_CHAR), min, min), std(ctx, "text-fresh", () => n.text(ctx.g, true)));
   }
-  // Raw text kept exact (anything but its stop), the bound checked on the finished value.
-  relax(ctx, Number.isFinite(max) ? "maxLength" : "minLength", path, "a length bound of raw text");
+  relax(ctx, "minLength", path, "a length bound of raw text");
   return anyText(ctx);
 }
 
@@ -1362,6 +1383,11 @@ function keyExcept(ctx: Ctx, names: string[]): Expr {
 export type CompileOptions = {
   /** How values are written (default JSON). */
   notation?: Notation;
+  /**
+   * The value itself is never null (a tagged family's top-level argument, which its template
+   * would print as Python's `None`): a nullable schema writes its other types.
+   */
+  notNull?: boolean;
   /** Relax what the grammar cannot hold instead of throwing (see {@link Relaxation}). */
   relax?: RelaxSink;
 };
@@ -1411,7 +1437,9 @@ export function newSchemaSet(): SchemaSet {
         target = r;
       }
       try {
-        const e = compile(ctx, target.schema, target.key);
+        const e = opts.notNull
+          ? compile(ctx, { allOf: [target.schema as Json, { type: NOT_NULL }] }, target.key)
+          : compile(ctx, target.schema, target.key);
         return e.k === "ref" ? e : ruleRef(g, base, e);
       } catch (e) {
         if (!opts.relax || !isConstraintError(e) || !isUnsatisfiable(e)) throw e;

@@ -76,6 +76,11 @@ export type Notation = {
   array: { open: string; close: string; sep: string; item(value: Expr, ws: Expr): Expr };
   /** Any value, when the notation cannot write JSON's (undefined: built like JSON's). */
   anyValue?(g: Grammar): Expr;
+  /**
+   * Its parser reads any value whose schema allows a string as that string (MiniMax-M3, as
+   * llama.cpp reads it): a union that allows strings is then written as one.
+   */
+  unionsAsText?: boolean;
 };
 
 const JSON_OBJECT: Notation["object"] = {
@@ -178,6 +183,8 @@ function sortedEntries(v: { [k: string]: Json }): [string, Json][] {
 }
 
 function gemmaConstant(v: Json): string | undefined {
+  // The template writes None as Python prints it (or as nothing): no null is ever written.
+  if (v === null) return undefined;
   if (typeof v === "string") {
     return v.includes(GEMMA_QUOTE) ? undefined : GEMMA_QUOTE + v + GEMMA_QUOTE;
   }
@@ -217,7 +224,8 @@ export const gemmaNotation: Notation = {
   keyChar: (set) => cls(subtractSets(set, GEMMA_KEY_STOP)),
   constant: gemmaConstant,
   sortKeys: true,
-  object: JSON_OBJECT,
+  // Keys beyond the listed ones could not be written in the template's sorted order.
+  object: { ...JSON_OBJECT, extraKeys: false },
   array: JSON_ARRAY,
 };
 

@@ -51,7 +51,9 @@ export function naturalRange(a: bigint, b: bigint | null): Expr {
   const parts: Expr[] = [];
   if (b === null) {
     parts.push(sameLength(String(a), "9".repeat(la)));
-    parts.push(seq(NONZERO, rep(DIGIT, la, Infinity)));
+    // Longer numbers up to MAX_DIGITS (or one digit past `a`): exact as a double, never Infinity.
+    const most = Math.max(la + 1, MAX_DIGITS);
+    if (most > la) parts.push(seq(NONZERO, rep(DIGIT, la, most - 1)));
   } else {
     const lb = String(b).length;
     for (let len = la; len <= lb; len++) {
@@ -75,18 +77,27 @@ export function integerRange(lo: bigint | null, hi: bigint | null): Expr {
   return alt(...parts);
 }
 
-/** Any JSON integer (no `-0`). */
+/**
+ * Most digits of an integer part an unbounded number may have: every such integer is exact as a
+ * double (below 2^53), so the value a client parses is the one the model wrote.
+ */
+export const MAX_DIGITS = 15;
+
+/** Any JSON integer (no `-0`) of at most {@link MAX_DIGITS} digits. */
 export function anyInteger(): Expr {
-  return alt(lit("0"), seq(opt(lit("-")), NONZERO, rep(DIGIT, 0, Infinity)));
+  return alt(lit("0"), seq(opt(lit("-")), NONZERO, rep(DIGIT, 0, MAX_DIGITS - 1)));
 }
 
-/** Any JSON number. */
+/**
+ * Any JSON number whose value is finite as a double: at most {@link MAX_DIGITS} integer digits
+ * and a two-digit exponent (a text like `1e999` parses to Infinity, which no validator accepts).
+ */
 export function anyNumber(): Expr {
   return seq(
     opt(lit("-")),
-    alt(lit("0"), seq(NONZERO, rep(DIGIT, 0, Infinity))),
+    alt(lit("0"), seq(NONZERO, rep(DIGIT, 0, MAX_DIGITS - 1))),
     opt(seq(lit("."), rep(DIGIT, 1, Infinity))),
-    opt(seq(cls(charSet("eE")), opt(cls(charSet("+-"))), rep(DIGIT, 1, Infinity))),
+    opt(seq(cls(charSet("eE")), opt(cls(charSet("+-"))), rep(DIGIT, 1, 2))),
   );
 }
 

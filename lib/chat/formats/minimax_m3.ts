@@ -90,6 +90,7 @@ const XML: Notation = {
   },
   // Without a schema, a value is text.
   anyValue: (g) => XML.text(g),
+  unionsAsText: true,
 };
 
 type Step<T> = [T, number] | "more" | "bad";
@@ -152,10 +153,34 @@ function readValue(
   if (end < 0) return "more";
   const text = s.slice(pos, end);
   if (stringOnly(root, schema)) return [text, end + close.length];
+  // No elements and no text: an empty list or mapping, where the schema wants one.
+  if (text === "" && !admitsString(root, schema)) {
+    const kind = emptyKind(root, schema);
+    if (kind) return [kind === "array" ? [] : {}, end + close.length];
+  }
   // A number or boolean reads as JSON where the schema admits one; other text stays a string.
   const v = parseJson(text);
   const json = (typeof v === "number" || typeof v === "boolean") && admits(root, schema, v);
   return [json ? v : text, end + close.length];
+}
+
+/** `array` or `object` when a schema (through `$ref`s and unions) names that type. */
+function emptyKind(root: unknown, schema: unknown, depth = 0): "array" | "object" | undefined {
+  const d = isRecord(schema) && typeof schema.$ref === "string"
+    ? schemaAt(root, schema.$ref)
+    : schema;
+  if (!isRecord(d) || depth > 8) return undefined;
+  for (const k of ["anyOf", "oneOf"]) {
+    if (!Array.isArray(d[k])) continue;
+    for (const b of d[k] as unknown[]) {
+      const kind = emptyKind(root, b, depth + 1);
+      if (kind) return kind;
+    }
+  }
+  const types = Array.isArray(d.type) ? d.type : [d.type];
+  if (types.includes("array")) return "array";
+  if (types.includes("object") || isRecord(d.properties)) return "object";
+  return undefined;
 }
 
 /** Whether a schema (through `$ref`s and unions) names strings among its values. */

@@ -182,8 +182,9 @@ export function argsExpr(
     seq(
       ...b.props.map(([name, pointer]) => {
         const isRaw = layout.raw.has(name);
+        // A null argument would be printed as Python's `None` by the template: never written.
         const value = set.compile(layout.root, `${t.name}-${name}`, pointer, {
-          ...(isRaw ? { notation: raw } : {}),
+          ...(isRaw ? { notation: raw } : { notNull: true }),
           ...(relax ? { relax } : {}),
         });
         const p = seq(syn.open(name, isRaw), value, lit(syn.close), syn.sep);
@@ -203,10 +204,16 @@ export function argsObject(t: ToolSpec | undefined, pairs: [string, string][]): 
   const raw = t ? safeLayout(t)?.raw ?? new Set<string>() : new Set<string>();
   const args: Json = {};
   for (const [key, text] of pairs) {
-    const parsed = raw.has(key) ? undefined : parseJson(text);
+    const parsed = raw.has(key) ? undefined : parseJson(text) ?? pythonScalar(text);
     args[key] = parsed === undefined ? text : parsed;
   }
   return JSON.stringify(args);
+}
+
+/** `None`, `True` and `False` as a template's `| string` prints them (models trained on it do). */
+function pythonScalar(text: string): null | boolean | undefined {
+  const t = text.trim();
+  return t === "None" ? null : t === "True" ? true : t === "False" ? false : undefined;
 }
 
 function safeLayout(t: ToolSpec): TagLayout | undefined {
