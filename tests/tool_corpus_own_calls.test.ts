@@ -4,23 +4,28 @@
 // the call grammar, accepted by llama.cpp's matcher, read back by the parser, valid under the
 // whole schema (ajv, the schema's own draft), and written the same way by the template: Gemma's
 // whole call, and every string argument written raw where the template writes it raw.
-import { corpusCallTests } from "./support/corpus_calls.ts";
+import { corpusAutoTests, corpusCallTests } from "./support/corpus_calls.ts";
+
+const both = async (f: Parameters<typeof corpusCallTests>[0]) => {
+  await corpusCallTests(f);
+  await corpusAutoTests(f);
+};
 
 const NS = "]<]minimax[>[";
 const DSML = "｜DSML｜";
 
-await corpusCallTests({ label: "Gemma 4", file: "google-gemma-4-31B-it.jinja", exact: true });
-await corpusCallTests({
+await both({ label: "Gemma 4", file: "google-gemma-4-31B-it.jinja", exact: true });
+await both({
   label: "Qwen3-Coder",
   file: "Qwen3-Coder.jinja",
   rawArg: (k, v) => `<parameter=${k}>\n${v}\n</parameter>`,
 });
-await corpusCallTests({
+await both({
   label: "GLM-4.6",
   file: "GLM-4.6.jinja",
   rawArg: (_k, v) => `<arg_value>${v}</arg_value>`,
 });
-await corpusCallTests({
+await both({
   label: "MiniMax-M2",
   file: "MiniMax-M2.jinja",
   rawArg: (k, v) => `<parameter name="${k}">${v}</parameter>`,
@@ -31,18 +36,18 @@ for (
     ["DeepSeek V4", "deepseek-ai-DeepSeek-V4.jinja"],
   ]
 ) {
-  await corpusCallTests({
+  await both({
     label,
     file,
     rawArg: (k, v) => `<${DSML}parameter name="${k}" string="true">${v}</${DSML}parameter>`,
   });
 }
-await corpusCallTests({
+await both({
   label: "Kimi-K3",
   file: "Kimi-K3.jinja",
   rawArg: (k, v) => `<|open|>argument key="${k}" type="string"<|sep|>${v}<|close|>argument<|sep|>`,
 });
-await corpusCallTests({
+await both({
   label: "MiniMax-M3",
   file: "MiniMax-M3.jinja",
   rawArg: (k, v) => `${NS}<${k}>${v}${NS}</${k}>`,

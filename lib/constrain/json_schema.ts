@@ -39,25 +39,18 @@
 import { constraintError, isConstraintError } from "./error.ts";
 import {
   alt,
-  ANY_CHAR,
-  charSet,
-  cls,
   define,
   EMPTY,
   type Expr,
   type Grammar,
-  isEmpty as isEmptyExpr,
   lit,
   NEVER,
   newGrammar,
-  opt,
   ref,
   render,
-  rep,
   reserve,
   ruleRef,
   seq,
-  subtractSets,
 } from "./gbnf.ts";
 import {
   anyInteger,
@@ -67,124 +60,56 @@ import {
   integerRange,
   toDecimal,
 } from "./numeric.ts";
-import {
-  branchesToNode,
-  parseRegex,
-  regexLength,
-  type RegexNode,
-  regexProduct,
-  regexToExpr,
-} from "./regex.ts";
-import { LARK_KEYWORD, larkExpr } from "./lark.ts";
-import { jsonNotation, jsonTextChar, type Notation } from "./notation.ts";
-import { FORMATS, FREE_FORMATS, NUMBER_FORMATS } from "./schema_formats.ts";
+import { jsonNotation, type Notation } from "./notation.ts";
+import { FORMATS, NUMBER_FORMATS } from "./schema_formats.ts";
 import { isRefProblem, resolveRef } from "./schema_refs.ts";
 import { type JsonType, mergeAll, type MergeHooks } from "./schema_merge.ts";
 import { literalTrie } from "./text_without.ts";
 import { multiplesOf } from "./multiples.ts";
+import {
+  ANNOTATIONS,
+  anyObject,
+  anyValue,
+  baseName,
+  type CompileOptions,
+  type Ctx,
+  err,
+  isObject,
+  isUnsatisfiable,
+  type Json,
+  malformed,
+  ptr,
+  relax,
+  type Schema,
+  std,
+  unsatisfiable,
+  without,
+  ws,
+} from "./schema_context.ts";
+import {
+  disjoint,
+  dropUnsupported,
+  isStringBranch,
+  NOT_NULL,
+  TYPE_OF_KEYWORD,
+  typeMatches,
+  typesOf,
+} from "./schema_keywords.ts";
+import { compileString } from "./schema_strings.ts";
+import { compileArray, compileObject } from "./schema_containers.ts";
 
+export type { CompileOptions, Relaxation, RelaxSink } from "./schema_context.ts";
+export { ANNOTATIONS } from "./schema_context.ts";
 export { FORMATS } from "./schema_formats.ts";
 export { jsonChar } from "./notation.ts";
 
-type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
-type Schema = boolean | { [k: string]: Json };
-
-/** A keyword the grammar does not enforce, by its JSON pointer inside the schema. */
-export type Relaxation = {
-  pointer: string;
-  keyword: string;
-  why: string;
-  /** Validated on the finished value instead (false: not enforced at all). */
-  checked: boolean;
-};
-
-/** Receives relaxations; without one, the compiler throws where it would relax. */
-export type RelaxSink = (r: Relaxation) => void;
-
-const ALL_TYPES: JsonType[] = ["object", "array", "string", "number", "boolean", "null"];
-const NOT_NULL: JsonType[] = ["object", "array", "string", "number", "boolean"];
-
-// Keywords that only describe; they never change which instances are valid.
-export const ANNOTATIONS: ReadonlySet<string> = new Set([
-  "$schema",
-  "$id",
-  "$anchor",
-  "$dynamicAnchor",
-  "$vocabulary",
-  "$comment",
-  "$defs",
-  "definitions",
-  "title",
-  "description",
-  "default",
-  "examples",
-  "deprecated",
-  "readOnly",
-  "writeOnly",
-  "contentEncoding",
-  "contentMediaType",
-  "contentSchema",
-]);
-
-// Keywords that matter only to instances of one type, so they can be ignored for other types.
-const TYPE_OF_KEYWORD: Record<string, JsonType> = {
-  properties: "object",
-  required: "object",
-  additionalProperties: "object",
-  patternProperties: "object",
-  propertyNames: "object",
-  minProperties: "object",
-  maxProperties: "object",
-  dependentRequired: "object",
-  dependentSchemas: "object",
-  dependencies: "object",
-  unevaluatedProperties: "object",
-  items: "array",
-  prefixItems: "array",
-  additionalItems: "array",
-  minItems: "array",
-  maxItems: "array",
-  contains: "array",
-  minContains: "array",
-  maxContains: "array",
-  uniqueItems: "array",
-  unevaluatedItems: "array",
-  minLength: "string",
-  maxLength: "string",
-  pattern: "string",
-  minimum: "number",
-  maximum: "number",
-  exclusiveMinimum: "number",
-  exclusiveMaximum: "number",
-  multipleOf: "number",
-};
-
 // Work bounds for user-controlled blow-ups.
 const MAX_DEPTH = 200;
-// Inline nesting (parentheses in one rule) allowed before a named rule takes over; llama.cpp's
-// parser recurses once per parenthesis.
-const NEST = 8;
-const MAX_WS_INDENT = 20;
 /** Enums longer than this are written as a trie of their texts. */
 const TRIE_FROM = 16;
 
-type Ctx = {
-  root: Json;
-  g: Grammar;
-  /** Rule per `$ref` target or merged schema, by key. */
-  named: Map<string, string>;
-  /** Keys of named rules entered since the last `{` or `[`: a repeat is a cycle that reads nothing. */
-  unguarded: string[];
-  std: Map<string, Expr>;
-  /** Keys whose schema was proven unsatisfiable, with the error to repeat. */
-  failed: Map<string, unknown>;
-  depth: number;
-  notation: Notation;
-  relax?: RelaxSink;
-};
-
 function newCtx(root: unknown, g: Grammar, std: Map<string, Expr>, opts: CompileOptions): Ctx {
-  return {
+  const ctx: Ctx = {
     root: root as Json,
     g,
     named: new Map(),
@@ -194,7 +119,9 @@ function newCtx(root: unknown, g: Grammar, std: Map<string, Expr>, opts: Compile
     depth: 0,
     notation: opts.notation ?? jsonNotation,
     relax: opts.relax,
+    childOrNever: (schema, path) => childOrNever(ctx, schema, path),
   };
+  return ctx;
 }
 
 /** A grammar whose root matches JSON texts valid under `schema` (strict: refuses what it cannot enforce). */
@@ -211,134 +138,6 @@ export function jsonObjectGbnf(): string {
 }
 
 // ---------------------------------------------------------------- helpers
-
-function isObject(x: unknown): x is { [k: string]: Json } {
-  return typeof x === "object" && x !== null && !Array.isArray(x);
-}
-
-function ptr(path: string, key: string | number): string {
-  return `${path}/${String(key).replace(/~/g, "~0").replace(/\//g, "~1")}`;
-}
-
-function err(keyword: string, message: string, path: string): never {
-  throw constraintError(keyword, message, path);
-}
-
-/**
- * A keyword the grammar will not enforce at `path`: strict mode throws (naming it), relaxed mode
- * records it and the caller carries on without it.
- */
-function relax(ctx: Ctx, keyword: string, path: string, why: string, checked = true): void {
-  if (!ctx.relax) {
-    err(
-      keyword,
-      `unsupported JSON Schema keyword "${keyword}"${why ? `: ${why}` : ""}`,
-      ptr(path, keyword),
-    );
-  }
-  ctx.relax({ pointer: ptr(path, keyword), keyword, why, checked });
-}
-
-/** A malformed keyword: an error in strict mode, ignored (and named, unenforced) when relaxing. */
-function malformed(ctx: Ctx, keyword: string, message: string, at: string): void {
-  if (!ctx.relax) err(keyword, message, at);
-  ctx.relax({ pointer: at, keyword, why: message, checked: false });
-}
-
-function baseName(path: string): string {
-  const rename: Record<string, string> = {
-    items: "item",
-    prefixItems: "item",
-    additionalItems: "item",
-    additionalProperties: "extra",
-  };
-  const skip = new Set(["#", "", "properties", "$defs", "definitions", "anyOf", "oneOf", "allOf"]);
-  const parts = path.split("/").filter((p) => !skip.has(p) && !/^\d+$/.test(p))
-    .map((p) => rename[p] ?? p);
-  return parts.slice(-2).join("-") || "value";
-}
-
-/** A standard rule (`ws`, `string`, `value`, ...) of the notation, created on first use. */
-function std(ctx: Ctx, name: string, build: () => Expr): Expr {
-  const key = `${ctx.notation.id}:${name}`;
-  const have = ctx.std.get(key);
-  if (have) return have;
-  const r = ref(reserve(ctx.g, ctx.notation.id === "json" ? name : `${ctx.notation.id}-${name}`));
-  ctx.std.set(key, r);
-  define(ctx.g, r.name, build());
-  return r;
-}
-
-function ws(ctx: Ctx): Expr {
-  if (!ctx.notation.layout) return EMPTY;
-  // One space, or a newline and bounded indentation: enough for compact and pretty-printed JSON,
-  // and no whitespace loop a model could get stuck in.
-  return std(
-    ctx,
-    "ws",
-    () => alt(EMPTY, lit(" "), seq(lit("\n"), rep(cls(charSet(" \t")), 0, MAX_WS_INDENT))),
-  );
-}
-
-/** The content of any string, every spelling the notation allows. */
-function anyText(ctx: Ctx): Expr {
-  if (ctx.notation.id === "json") {
-    return rep(std(ctx, "char", jsonTextChar), 0, Infinity);
-  }
-  return std(ctx, "text", () => ctx.notation.text(ctx.g));
-}
-
-function anyString(ctx: Ctx): Expr {
-  const q = lit(ctx.notation.quote);
-  return std(ctx, "string", () => seq(q, anyText(ctx), q));
-}
-
-function anyValue(ctx: Ctx): Expr {
-  const key = `${ctx.notation.id}:value`;
-  const have = ctx.std.get(key);
-  if (have) return have;
-  const n = ctx.notation;
-  const value = ref(reserve(ctx.g, n.id === "json" ? "value" : `${n.id}-value`));
-  ctx.std.set(key, value);
-  if (n.anyValue) {
-    define(ctx.g, value.name, n.anyValue(ctx.g));
-    return value;
-  }
-  const w = ws(ctx);
-  const str = anyString(ctx);
-  const name = n.id === "json"
-    ? str
-    : seq(lit(n.keyQuote), rep(n.keyChar(ANY_CHAR), 1, 64), lit(n.keyQuote));
-  const member = n.object.member(name, value, w);
-  const { open, close, sep } = n.object;
-  const object = std(
-    ctx,
-    "object",
-    () =>
-      seq(lit(open), w, opt(seq(member, rep(seq(lit(sep), w, member), 0, Infinity))), lit(close)),
-  );
-  const item = n.array.item(value, w);
-  const a = n.array;
-  const array = std(
-    ctx,
-    "array",
-    () =>
-      seq(lit(a.open), w, opt(seq(item, rep(seq(lit(a.sep), w, item), 0, Infinity))), lit(a.close)),
-  );
-  const number = std(ctx, "number", anyNumber);
-  define(
-    ctx.g,
-    value.name,
-    alt(object, array, str, number, lit("true"), lit("false"), lit("null")),
-  );
-  return value;
-}
-
-/** Any object (the fallback for a tool's arguments whose schema had to be given up). */
-function anyObject(ctx: Ctx): Expr {
-  anyValue(ctx);
-  return ctx.std.get(`${ctx.notation.id}:object`)!;
-}
 
 // ---------------------------------------------------------------- $ref
 
@@ -428,10 +227,6 @@ function compile(ctx: Ctx, schema: unknown, path: string): Expr {
   } finally {
     ctx.depth--;
   }
-}
-
-function without(s: { [k: string]: Json }, drop: (k: string) => boolean): { [k: string]: Json } {
-  return Object.fromEntries(Object.entries(s).filter(([k]) => !drop(k)));
 }
 
 function compileSchema(ctx: Ctx, schema: unknown, path: string): Expr {
@@ -550,201 +345,6 @@ function mergeHooks(ctx: Ctx): MergeHooks {
     unsupported: (kw, path, why) => relax(ctx, kw, path, why),
     annotations: ANNOTATIONS,
   };
-}
-
-/** A branch (through `$ref`s) whose `type` names strings, or whose values are all strings. */
-function isStringBranch(ctx: Ctx, b: unknown): boolean {
-  for (let i = 0; i < 8 && isObject(b) && typeof b.$ref === "string"; i++) {
-    const r = resolveRef(ctx.root, b.$ref);
-    if (isRefProblem(r)) return false;
-    b = r.schema;
-  }
-  if (!isObject(b)) return false;
-  const t = b.type;
-  if (t === "string" || (Array.isArray(t) && t.includes("string"))) return true;
-  return Array.isArray(b.enum) && b.enum.some((v) => typeof v === "string");
-}
-
-/** Whether no value can match two of `branches`: their types differ, or a `const` tells them apart. */
-function disjoint(ctx: Ctx, branches: Schema[]): boolean {
-  const deref = (b: Schema): Schema => {
-    for (let i = 0; i < 8 && isObject(b) && typeof b.$ref === "string"; i++) {
-      const r = resolveRef(ctx.root, b.$ref);
-      if (isRefProblem(r)) return b;
-      b = r.schema;
-    }
-    return b;
-  };
-  const shapes = branches.map(deref);
-  if (!shapes.every(isObject)) return false;
-  const objs = shapes as { [k: string]: Json }[];
-  // Distinct single types (integer counts as number).
-  const kind = (s: { [k: string]: Json }) =>
-    typeof s.type === "string" ? (s.type === "integer" ? "number" : s.type) : undefined;
-  const kinds = objs.map(kind);
-  if (kinds.every((k) => k) && new Set(kinds).size === kinds.length) return true;
-  // Distinct constants of the whole value, or of one required discriminator property.
-  const consts = objs.map((s) => ("const" in s ? JSON.stringify(s.const) : undefined));
-  if (consts.every((c) => c !== undefined) && new Set(consts).size === consts.length) return true;
-  const first = objs[0].properties;
-  if (!isObject(first)) return false;
-  for (const [name] of Object.entries(first)) {
-    const tags = objs.map((s) => {
-      const p = isObject(s.properties) ? deref(s.properties[name] as Schema) : undefined;
-      const req = Array.isArray(s.required) && s.required.includes(name);
-      return req && isObject(p) && "const" in p ? JSON.stringify(p.const) : undefined;
-    });
-    if (tags.every((t) => t !== undefined) && new Set(tags).size === tags.length) return true;
-  }
-  return false;
-}
-
-const UNSAT = Symbol("unsatisfiable");
-
-function unsatisfiable(keyword: string, message: string, path: string): Error {
-  const e = constraintError(keyword, `${message}: no value can satisfy it`, path);
-  (e as unknown as Record<symbol, boolean>)[UNSAT] = true;
-  return e;
-}
-
-function isUnsatisfiable(e: unknown): boolean {
-  return typeof e === "object" && e !== null && (e as Record<symbol, boolean>)[UNSAT] === true;
-}
-
-function typesOf(ctx: Ctx, s: { [k: string]: Json }, path: string): JsonType[] {
-  let types: JsonType[];
-  if ("type" in s) {
-    const raw = Array.isArray(s.type) ? s.type : [s.type];
-    const known = raw.filter((t): t is JsonType =>
-      typeof t === "string" &&
-      ["null", "boolean", "object", "array", "number", "integer", "string"].includes(t)
-    );
-    if (known.length < raw.length) {
-      const bad = raw.find((t) => !known.includes(t as JsonType));
-      malformed(ctx, "type", `unknown type ${JSON.stringify(bad)}`, ptr(path, "type"));
-      if (known.length === 0) return ALL_TYPES;
-    }
-    types = [...new Set(known)];
-    if (types.length === 0) throw unsatisfiable("type", "empty type list", ptr(path, "type"));
-  } else {
-    // An untyped schema accepts every type, but a model given `{"properties": ...}` should write
-    // an object: narrow to the types the keywords talk about (still a subset of valid values).
-    const implied = new Set(Object.keys(s).map((k) => TYPE_OF_KEYWORD[k]).filter(Boolean));
-    if (typeof s.format === "string" && !(s.format in NUMBER_FORMATS)) implied.add("string");
-    types = implied.size ? ALL_TYPES.filter((t) => implied.has(t)) : ALL_TYPES;
-  }
-  if (types.includes("number")) types = types.filter((t) => t !== "integer");
-  return types;
-}
-
-function relevant(ctx: Ctx, s: { [k: string]: Json }, kw: string, path: string): boolean {
-  const t = TYPE_OF_KEYWORD[kw];
-  if (!t) return true;
-  const types = typesOf(ctx, s, path);
-  return types.includes(t) || (t === "number" && types.includes("integer"));
-}
-
-/**
- * The schema without the keywords the grammar cannot hold, each relaxed (or, in strict mode, an
- * error). Keywords that cannot matter here (no extra keys can be written, a maximum already
- * implied) are dropped silently.
- */
-function dropUnsupported(ctx: Ctx, s: { [k: string]: Json }, path: string): { [k: string]: Json } {
-  const drop = new Set<string>();
-  const off = (kw: string, why = "", checked = true) => {
-    relax(ctx, kw, path, why, checked);
-    drop.add(kw);
-  };
-  // Whether the object can hold keys beyond `properties` (see compileObject's default).
-  const extraKeys = () => {
-    const add = "additionalProperties" in s ? s.additionalProperties : !("properties" in s);
-    return add !== false;
-  };
-  for (const kw of ["$dynamicRef", "$recursiveRef"]) if (kw in s) off(kw);
-  if ("not" in s) {
-    // `not: {}` (zod's never) matches nothing.
-    if (
-      s.not === true || (isObject(s.not) && Object.keys(s.not).every((k) => ANNOTATIONS.has(k)))
-    ) {
-      throw unsatisfiable("not", "`not` of a schema every value satisfies", ptr(path, "not"));
-    }
-    off("not");
-  }
-  if ("if" in s && ("then" in s || "else" in s)) off("if", "if/then/else");
-  const typed = [
-    "dependentRequired",
-    "dependentSchemas",
-    "dependencies",
-    "contains",
-    "minContains",
-  ];
-  for (const kw of typed) if (kw in s && relevant(ctx, s, kw, path)) off(kw);
-  // Without extra keys, patternProperties cannot apply; `propertyNames: {type: "string"}` (what
-  // zod writes for every record) says nothing.
-  if ("patternProperties" in s && relevant(ctx, s, "patternProperties", path)) {
-    if (extraKeys()) off("patternProperties");
-    else drop.add("patternProperties");
-  }
-  if ("propertyNames" in s && relevant(ctx, s, "propertyNames", path)) {
-    const p = s.propertyNames;
-    const trivial = p === true ||
-      (isObject(p) &&
-        Object.keys(p).every((k) => ANNOTATIONS.has(k) || (k === "type" && p.type === "string")));
-    if (trivial) drop.add("propertyNames");
-    else off("propertyNames");
-  }
-  if ("unevaluatedProperties" in s && relevant(ctx, s, "unevaluatedProperties", path)) {
-    if (s.unevaluatedProperties === false && !extraKeys()) drop.add("unevaluatedProperties");
-    else off("unevaluatedProperties");
-  }
-  if ("unevaluatedItems" in s && relevant(ctx, s, "unevaluatedItems", path)) {
-    if (s.unevaluatedItems === false && ("items" in s || "additionalItems" in s)) {
-      drop.add("unevaluatedItems");
-    } else off("unevaluatedItems");
-  }
-  if (s.uniqueItems === true && relevant(ctx, s, "uniqueItems", path)) off("uniqueItems");
-  if ("minProperties" in s && relevant(ctx, s, "minProperties", path)) {
-    const required = Array.isArray(s.required) ? new Set(s.required).size : 0;
-    if (!(typeof s.minProperties === "number" && s.minProperties <= required)) {
-      off("minProperties", "only a minimum already implied by `required` is supported");
-    }
-  }
-  if ("maxProperties" in s && relevant(ctx, s, "maxProperties", path)) {
-    const props = isObject(s.properties) ? Object.keys(s.properties) : [];
-    const required = Array.isArray(s.required)
-      ? s.required.filter((r) => typeof r === "string")
-      : [];
-    const possible = new Set([...props, ...required as string[]]).size;
-    if (
-      !(typeof s.maxProperties === "number" && s.additionalProperties === false &&
-        possible <= s.maxProperties)
-    ) {
-      off(
-        "maxProperties",
-        "only a maximum already implied by additionalProperties: false is supported",
-      );
-    }
-  }
-  return drop.size ? without(s, (k) => drop.has(k)) : s;
-}
-
-function typeMatches(v: Json, t: JsonType): boolean {
-  switch (t) {
-    case "null":
-      return v === null;
-    case "boolean":
-      return typeof v === "boolean";
-    case "number":
-      return typeof v === "number" && Number.isFinite(v);
-    case "integer":
-      return typeof v === "number" && Number.isInteger(v);
-    case "string":
-      return typeof v === "string";
-    case "array":
-      return Array.isArray(v);
-    case "object":
-      return isObject(v);
-  }
 }
 
 function compileEnum(ctx: Ctx, s: { [k: string]: Json }, path: string): Expr {
@@ -941,456 +541,7 @@ function compileNumber(
   return e;
 }
 
-function lengthKeyword(ctx: Ctx, s: { [k: string]: Json }, kw: string, path: string) {
-  if (!(kw in s)) return undefined;
-  const v = s[kw];
-  if (typeof v !== "number" || !Number.isInteger(v) || v < 0) {
-    malformed(ctx, kw, `${kw} must be a non-negative integer`, ptr(path, kw));
-    return undefined;
-  }
-  return v;
-}
-
-/** The regexes a string must match in full (its format, its pattern, or both), or none. */
-function stringRegexes(
-  ctx: Ctx,
-  s: { [k: string]: Json },
-  path: string,
-): { nodes: RegexNode[]; kw: "format" | "pattern" } | undefined {
-  let format: RegexNode | undefined;
-  if ("format" in s) {
-    const f = s.format;
-    if (typeof f === "string" && f in FORMATS) {
-      format = branchesToNode(parseRegex(FORMATS[f]), false);
-    } else if (!(typeof f === "string" && (FREE_FORMATS.has(f) || f in NUMBER_FORMATS))) {
-      relax(
-        ctx,
-        "format",
-        path,
-        `format ${JSON.stringify(f)} (known: ${Object.keys(FORMATS).join(", ")})`,
-        false,
-      );
-    }
-  }
-  const formatOnly = format && { nodes: [format], kw: "format" as const };
-  if (!("pattern" in s)) return formatOnly;
-  if (typeof s.pattern !== "string") {
-    malformed(ctx, "pattern", "pattern must be a string", ptr(path, "pattern"));
-    return formatOnly;
-  }
-  try {
-    const pattern = branchesToNode(parseRegex(s.pattern), true);
-    return { nodes: format ? [format, pattern] : [pattern], kw: "pattern" };
-  } catch (e) {
-    if (!isConstraintError(e)) throw e;
-    if (!ctx.relax) err("pattern", `${e.message} (${e.keyword})`, ptr(path, "pattern"));
-    let checkable = true;
-    try {
-      new RegExp(s.pattern, "u");
-    } catch {
-      checkable = false;
-    }
-    ctx.relax({
-      pointer: ptr(path, "pattern"),
-      keyword: "pattern",
-      why: e.message,
-      checked: checkable,
-    });
-    return formatOnly;
-  }
-}
-
-function compileString(ctx: Ctx, s: { [k: string]: Json }, path: string): Expr {
-  if (LARK_KEYWORD in s) return larkString(ctx, s, path);
-  const n = ctx.notation;
-  const q = lit(n.quote);
-  const minLength = lengthKeyword(ctx, s, "minLength", path) ?? 0;
-  const maxLength = lengthKeyword(ctx, s, "maxLength", path) ?? Infinity;
-  if (minLength > maxLength) {
-    throw unsatisfiable("minLength", "minLength > maxLength", ptr(path, "minLength"));
-  }
-  const re = stringRegexes(ctx, s, path);
-  if (!re) return seq(q, lengthOnly(ctx, minLength, maxLength, path), q);
-  let { nodes, kw } = re;
-  if (nodes.length > 1) {
-    // A format and a pattern: their intersection, or (too large) the format and a check.
-    try {
-      regexProduct(newGrammar(), nodes, 0, Infinity, n.char, "probe", RELAXED_STATES);
-    } catch (e) {
-      if (!isConstraintError(e)) throw e;
-      relax(ctx, "pattern", path, "pattern together with format");
-      nodes = nodes.slice(0, 1);
-      kw = "format";
-    }
-  }
-  let body: Expr;
-  const len = nodes.length === 1 ? regexLength(nodes[0]) : { min: 0, max: Infinity };
-  if (nodes.length === 1 && minLength <= len.min && maxLength >= len.max) {
-    body = regexToExpr(nodes[0], n.char);
-  } else {
-    const tight = nodes.length === 1
-      ? lengthIntoRepetition(nodes[0], minLength, maxLength)
-      : undefined;
-    body = tight
-      ? regexToExpr(tight, n.char)
-      : patternWithLength(ctx, nodes, minLength, maxLength, kw, path);
-  }
-  if (body.k === "never") {
-    if (ctx.relax && n.quote !== '"') {
-      // Raw text cannot hold the stop's first character: the pattern is checked instead.
-      relax(ctx, kw, path, `a ${kw} that needs a character this notation reserves`);
-      return seq(q, lengthOnly(ctx, minLength, maxLength, path), q);
-    }
-    throw unsatisfiable(kw, `no string matches the ${kw} within the length bounds`, ptr(path, kw));
-  }
-  return seq(q, body, q);
-}
-
-/** A string's content with only length bounds (raw text: exact, the bound checked if large). */
-function lengthOnly(ctx: Ctx, min: number, max: number, path: string): Expr {
-  const n = ctx.notation;
-  if (min === 0 && max === Infinity) return anyText(ctx);
-  if (n.id === "json") return rep(std(ctx, "char", jsonTextChar), min, max);
-  if (n.lengthInGrammar(max)) return rep(n.char(ANY_CHAR), min, max);
-  // Raw text kept exact (anything but its stop) and a large maximum checked on the finished
-  // value; a short minimum is that many characters that cannot begin the stop, then anything.
-  if (Number.isFinite(max)) relax(ctx, "maxLength", path, "a length bound of raw text");
-  if (min === 0) return anyText(ctx);
-  if (min <= RAW_MIN_PREFIX) {
-    return seq(rep(n.char(ANY_CHAR), min, min), std(ctx, "text-fresh", () => n.text(ctx.g, true)));
-  }
-  relax(ctx, "minLength", path, "a length bound of raw text");
-  return anyText(ctx);
-}
-
-/** Longest required prefix written before exact raw text (see `lengthOnly`). */
-const RAW_MIN_PREFIX = 64;
-/** States a pattern, format and length product may take when relaxing (tools). */
-const RELAXED_STATES = 4000;
-
-/**
- * Patterns times a length counter. A bound too large to count is tightened to what fits (every
- * text is still valid) if that still leaves 256 characters; else the bound is checked on the
- * finished string and the grammar holds the patterns alone.
- */
-function patternWithLength(
-  ctx: Ctx,
-  nodes: RegexNode[],
-  min: number,
-  max: number,
-  kw: string,
-  path: string,
-): Expr {
-  const budget = ctx.relax ? RELAXED_STATES : undefined;
-  const build = (lo: number, hi: number) =>
-    regexProduct(ctx.g, nodes, lo, hi, ctx.notation.char, baseName(ptr(path, kw)), budget);
-  try {
-    return build(min, max);
-  } catch (e) {
-    if (!isConstraintError(e)) throw e;
-    if (!ctx.relax) err(e.keyword, e.message, ptr(path, e.keyword));
-  }
-  for (const cap of [1024, 256]) {
-    if (cap >= max || cap < min) continue;
-    try {
-      return build(min, cap);
-    } catch (e) {
-      if (!isConstraintError(e)) throw e;
-    }
-  }
-  relax(
-    ctx,
-    Number.isFinite(max) ? "maxLength" : "minLength",
-    path,
-    "a length bound too large to count beside a pattern",
-  );
-  return nodes.length === 1 ? regexToExpr(nodes[0], ctx.notation.char) : build(0, Infinity);
-}
-
-/**
- * A string whose content is derived by a Lark grammar (Hearth's own keyword, set for a `custom`
- * tool's input by `lib/chat/responses.ts`): the grammar over the notation's characters.
- */
-function larkString(ctx: Ctx, s: { [k: string]: Json }, path: string): Expr {
-  const at = ptr(path, LARK_KEYWORD);
-  if (typeof s[LARK_KEYWORD] !== "string") err(LARK_KEYWORD, "must be a Lark grammar", at);
-  for (const kw of ["minLength", "maxLength", "pattern", "format"]) {
-    if (kw in s) {
-      err(
-        kw,
-        `unsupported JSON Schema keyword "${kw}": ${kw} together with ${LARK_KEYWORD}`,
-        ptr(path, kw),
-      );
-    }
-  }
-  try {
-    const body = larkExpr(ctx.g, s[LARK_KEYWORD] as string, ctx.notation.char, baseName(at));
-    return seq(lit(ctx.notation.quote), body, lit(ctx.notation.quote));
-  } catch (e) {
-    if (!isConstraintError(e)) throw e;
-    err(e.keyword, e.message, at);
-  }
-}
-
-/**
- * The common shape `fixed parts + one [set]{a,b} + fixed parts` (`^\d+$`, `^[A-Z]{2}-\w*$`)
- * takes a length bound by adjusting that one repetition; anything else returns undefined.
- */
-function lengthIntoRepetition(node: RegexNode, min: number, max: number): RegexNode | undefined {
-  const flat = (n: RegexNode): RegexNode[] | undefined => {
-    if (n.t === "seq") {
-      const out: RegexNode[] = [];
-      for (const x of n.items) {
-        const f = flat(x);
-        if (!f) return undefined;
-        out.push(...f);
-      }
-      return out;
-    }
-    if (n.t === "alt") return n.alts.length === 1 ? flat(n.alts[0]) : [n];
-    return [n];
-  };
-  const items = flat(node);
-  if (!items) return undefined;
-  let fixed = 0;
-  let at = -1;
-  for (const [i, x] of items.entries()) {
-    const l = regexLength(x);
-    if (l.min === l.max) fixed += l.min;
-    else if (at === -1 && x.t === "rep" && x.node.t === "chars") at = i;
-    else return undefined;
-  }
-  if (at === -1) return undefined;
-  const r = items[at] as Extract<RegexNode, { t: "rep" }>;
-  const lo = Math.max(r.min, min - fixed);
-  const hi = Math.min(r.max, max - fixed);
-  if (lo > hi) return { t: "chars", set: [] };
-  return { t: "seq", items: items.map((x, i) => (i === at ? { ...r, min: lo, max: hi } : x)) };
-}
-
-function compileArray(ctx: Ctx, s: { [k: string]: Json }, path: string): Expr {
-  let prefix: Schema[] = [];
-  let prefixPath = ptr(path, "prefixItems");
-  let rest: Schema = true;
-  let restPath = ptr(path, "items");
-  if ("prefixItems" in s) {
-    if (Array.isArray(s.prefixItems)) prefix = s.prefixItems as Schema[];
-    else malformed(ctx, "prefixItems", "prefixItems must be an array", prefixPath);
-    if ("items" in s) rest = s.items as Schema;
-  } else if (Array.isArray(s.items)) {
-    // Draft 2019-09 and older: array-form items is a tuple, additionalItems the rest.
-    prefix = s.items as Schema[];
-    prefixPath = restPath;
-    if ("additionalItems" in s) {
-      rest = s.additionalItems as Schema, restPath = ptr(path, "additionalItems");
-    }
-  } else if ("items" in s) rest = s.items as Schema;
-  // `unevaluatedItems: false` with nothing else about the rest: only the tuple.
-  if (s.unevaluatedItems === false && !("items" in s) && "prefixItems" in s) rest = false;
-  const minItems = lengthKeyword(ctx, s, "minItems", path) ?? 0;
-  let maxItems = lengthKeyword(ctx, s, "maxItems", path) ?? Infinity;
-  // An item that cannot exist caps the length (JSON Schema allows shorter arrays).
-  const prefixValues: Expr[] = [];
-  for (let i = 0; i < prefix.length && i < maxItems; i++) {
-    const v = childOrNever(ctx, prefix[i], ptr(prefixPath, i));
-    if (v.k === "never") maxItems = i;
-    else prefixValues.push(v);
-  }
-  const restValue = maxItems > prefix.length ? childOrNever(ctx, rest, restPath) : NEVER;
-  if (restValue.k === "never") maxItems = Math.min(maxItems, prefix.length);
-  if (minItems > maxItems) {
-    throw unsatisfiable(
-      "minItems",
-      "minItems exceeds the items the array may hold",
-      ptr(path, "minItems"),
-    );
-  }
-
-  const w = ws(ctx);
-  const a = ctx.notation.array;
-  const item = (i: number, v: Expr) => i === 0 ? a.item(v, w) : seq(lit(a.sep), w, a.item(v, w));
-  const tail = (i: number): Expr => {
-    if (i < prefixValues.length && i < maxItems) {
-      const after = tail(i + 1);
-      // A named rule now and then keeps long tuples from nesting parentheses without end.
-      const rest = i % NEST === NEST - 1
-        ? ruleRef(ctx.g, `${baseName(path)}-from-${i + 1}`, after)
-        : after;
-      return alt(i >= minItems ? EMPTY : NEVER, seq(item(i, prefixValues[i]), rest));
-    }
-    const lo = Math.max(0, minItems - i);
-    const hi = maxItems - i;
-    if (hi === 0) return EMPTY;
-    if (i > 0) return rep(item(1, restValue), lo, hi);
-    const more = rep(item(1, restValue), Math.max(0, lo - 1), hi - 1);
-    return lo === 0 ? opt(seq(item(0, restValue), more)) : seq(item(0, restValue), more);
-  };
-  return seq(lit(a.open), w, tail(0), lit(a.close));
-}
-
-function compileObject(ctx: Ctx, s: { [k: string]: Json }, path: string): Expr {
-  const n = ctx.notation;
-  const propsPath = ptr(path, "properties");
-  let props: { [k: string]: Json } = {};
-  if ("properties" in s) {
-    if (isObject(s.properties)) props = s.properties;
-    else malformed(ctx, "properties", "properties must be an object", propsPath);
-  }
-  let requiredList: string[] = [];
-  if ("required" in s) {
-    if (Array.isArray(s.required) && s.required.every((r) => typeof r === "string")) {
-      requiredList = s.required as string[];
-    } else {malformed(
-        ctx,
-        "required",
-        "required must be an array of strings",
-        ptr(path, "required"),
-      );}
-  }
-  const required = new Set(requiredList);
-  // Without `additionalProperties`, an object that declares `properties` admits only those, as
-  // llama.cpp's and xgrammar's converters do: otherwise a forced call of a tool made from a zod
-  // shape (which leaves the keyword out) may invent keys for ever and never close.
-  const additional: Schema = "additionalProperties" in s
-    ? s.additionalProperties as Schema
-    : !("properties" in s);
-  const addPath = ptr(path, "additionalProperties");
-
-  // An additionalProperties schema nothing satisfies is the same as false; a notation that cannot
-  // write other keys writes only the listed ones (still valid).
-  const extraValue = additional === false || !n.object.extraKeys
-    ? NEVER
-    : childOrNever(ctx, additional, addPath);
-
-  // Properties in schema order (or the notation's sorted order), then required names that only
-  // additionalProperties covers. A property whose schema nothing satisfies may only be absent.
-  const list: { name: string; key: string; value: Expr; required: boolean }[] = [];
-  const add = (name: string, given: Expr, at: string) => {
-    let value = given;
-    const key = n.key(name);
-    if (key === undefined) {
-      if (required.has(name)) {
-        relax(ctx, "required", path, `"${name}" cannot be written as a key here`);
-      }
-      return;
-    }
-    if (value.k === "never") {
-      if (!required.has(name)) return;
-      if (!ctx.relax) {
-        throw unsatisfiable(
-          "required",
-          `required property "${name}" has a schema no value satisfies`,
-          at,
-        );
-      }
-      relax(ctx, "required", path, `required property "${name}" has a schema no value satisfies`);
-      value = anyValue(ctx);
-    }
-    list.push({ name, key, value, required: required.has(name) });
-  };
-  for (const [name, schema] of Object.entries(props)) {
-    add(name, childOrNever(ctx, schema, ptr(propsPath, name)), ptr(path, "required"));
-  }
-  for (const name of required) {
-    if (Object.hasOwn(props, name)) continue;
-    if (extraValue.k === "never" && !ctx.relax) {
-      throw unsatisfiable(
-        "required",
-        `required property "${name}" is not allowed by additionalProperties`,
-        ptr(path, "required"),
-      );
-    }
-    add(name, extraValue, ptr(path, "required"));
-  }
-  if (n.sortKeys) {
-    list.sort((a, b) => {
-      const x = a.name.toLowerCase();
-      const y = b.name.toLowerCase();
-      return x < y ? -1 : x > y ? 1 : 0;
-    });
-  }
-
-  const w = ws(ctx);
-  const kv = (p: (typeof list)[number]) => n.object.member(lit(p.key), p.value, w);
-  const next = (kvExpr: Expr) => seq(lit(n.object.sep), w, kvExpr);
-
-  // Extra keys are any name except the listed ones, so a value cannot dodge its schema by
-  // reusing a name.
-  let extraFirst: Expr = EMPTY;
-  let extraRest: Expr = EMPTY;
-  if (extraValue.k !== "never") {
-    const known = Object.keys(props).concat([...required]);
-    const q = lit(n.keyQuote);
-    const extra = n.object.member(seq(q, keyExcept(ctx, known), q), extraValue, w);
-    extraRest = ruleRef(ctx.g, `${baseName(path)}-extra`, rep(next(extra), 0, Infinity));
-    extraFirst = opt(seq(extra, extraRest));
-  }
-
-  // rest: properties i.. after something was written (each needs a comma); firstE: the same
-  // before anything was written. first_i is only reachable when every property before i is
-  // optional, and then rest_{i+1} has two users: it becomes a rule so the size stays linear.
-  let rest = extraRest;
-  let firstE = extraFirst;
-  let nested = 0;
-  const leadingOptional = list.findIndex((p) => p.required) === -1
-    ? list.length
-    : list.findIndex((p) => p.required);
-  for (let i = list.length - 1; i >= 0; i--) {
-    const p = list[i];
-    const k = kv(p);
-    const shared = i >= 1 && i <= leadingOptional && rest.k !== "ref" && !isEmptyExpr(rest);
-    const r = shared ? ruleRef(ctx.g, `${baseName(path)}-from-${i + 1}`, rest) : rest;
-    if (!p.required && ++nested % NEST === 0) {
-      firstE = ruleRef(ctx.g, `${baseName(path)}-first-${i + 1}`, firstE);
-    }
-    firstE = p.required ? seq(k, r) : alt(seq(k, r), firstE);
-    rest = p.required ? seq(next(k), r) : seq(opt(next(k)), r);
-  }
-  return seq(lit(n.object.open), w, firstE, lit(n.object.close));
-}
-
-// Keys that are none of `names`: a trie of the names walked in parallel with the key. Each
-// character has one spelling (the notation's keyChar), so "not this name" is decidable on the text.
-function keyExcept(ctx: Ctx, names: string[]): Expr {
-  type Node = { end: boolean; kids: Map<number, Node> };
-  const char = ctx.notation.keyChar;
-  const rootNode: Node = { end: false, kids: new Map() };
-  for (const name of names) {
-    let n = rootNode;
-    for (const ch of name) {
-      const c = ch.codePointAt(0)!;
-      let k = n.kids.get(c);
-      if (!k) n.kids.set(c, k = { end: false, kids: new Map() });
-      n = k;
-    }
-    n.end = true;
-  }
-  const anyChar = std(ctx, "key-char", () => char(ANY_CHAR));
-  const anyRest = rep(anyChar, 0, ctx.notation.quote === '"' ? Infinity : 63);
-  const walk = (n: Node, depth: number): Expr => {
-    const e = alt(
-      n.end ? NEVER : depth === 0 && ctx.notation.keyQuote === "" ? NEVER : EMPTY,
-      ...[...n.kids].map(([c, k]) => seq(char(charSet(c)), walk(k, depth + 1))),
-      seq(char(subtractSets(ANY_CHAR, charSet(...n.kids.keys()))), anyRest),
-    );
-    return depth % NEST === NEST - 1 ? ruleRef(ctx.g, "key", e) : e;
-  };
-  return walk(rootNode, 0);
-}
-
 // ---------------------------------------------------------------- schema sets
-
-export type CompileOptions = {
-  /** How values are written (default JSON). */
-  notation?: Notation;
-  /**
-   * The value itself is never null (a tagged family's top-level argument, which its template
-   * would print as Python's `None`): a nullable schema writes its other types.
-   */
-  notNull?: boolean;
-  /** Relax what the grammar cannot hold instead of throwing (see {@link Relaxation}). */
-  relax?: RelaxSink;
-};
 
 /** Several schemas compiled into one grammar (a tool-call grammar has one per tool). */
 export type SchemaSet = {

@@ -96,8 +96,16 @@ function matcherAccepts(sampler: Deno.PointerValue, text: string): string | unde
 const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ??
   addFormatsModule) as (ajv: unknown) => void;
 
-/** ajv for the schema's own draft (what a client's validator would use). */
+const judges = new WeakMap<object, (value: unknown) => string | undefined>();
+
+/** ajv for the schema's own draft (what a client's validator would use), compiled once. */
 function judge(schema: Record<string, unknown>) {
+  let j = judges.get(schema);
+  if (!j) judges.set(schema, j = newJudge(schema));
+  return j;
+}
+
+function newJudge(schema: Record<string, unknown>) {
   const draft07 = typeof schema.$schema === "string" && /draft-0[4-7]/.test(schema.$schema);
   const opts = { strict: false, allErrors: true, logger: false } as const;
   const ajv = draft07 ? new Ajv(opts) : new Ajv2020(opts);
@@ -114,9 +122,10 @@ function spec(t: CorpusTool): ToolSpec {
 }
 
 async function* replay(text: string, seed: number): AsyncGenerator<GenEvent> {
-  // Chunks of 1..8 characters, as a model's tokens arrive.
+  // Chunks of 1..8 characters, as a model's tokens arrive (seed 0: the whole text at once).
   let s = seed;
-  for (let i = 0; i < text.length;) {
+  if (seed === 0) yield { type: "text", text };
+  for (let i = seed === 0 ? text.length : 0; i < text.length;) {
     s = (s * 1103515245 + 12345) >>> 0;
     const n = 1 + (s >>> 16) % 8;
     yield { type: "text", text: text.slice(i, i + n) };
@@ -245,6 +254,76 @@ export async function corpusCallTests(syntax: FamilySyntax): Promise<void> {
       assert.deepEqual(problems, [], problems.join("\n"));
     });
   }
+}
+
+/**
+ * `tool_choice: auto`: a model's call of each corpus tool, written after some text, comes back as
+ * that call whether the reply streams (chunks) or not (one piece); a call that breaks its schema
+ * (drawn from the grammar of the schema without one required property, so it parses but misses
+ * it) is not passed on as a call: it comes back as text saying why.
+ */
+export async function corpusAutoTests(syntax: FamilySyntax): Promise<void> {
+  const source = Deno.readTextFileSync(`${await llamaSourceDir()}/models/templates/${syntax.file}`);
+  const format = detectToolFormat(source);
+  Deno.test(`${syntax.label} (${format.family}): auto calls of every corpus tool`, async () => {
+    const problems: string[] = [];
+    for (const set of await loadToolCorpus()) {
+      const tools = set.tools.map(spec);
+      const built = callGrammarFor(format, tools, { parallel: false });
+      const checks = toolChecks(tools, built.relaxed, (i) => `tools[${i}]`, "parameters");
+      const plan = {
+        format,
+        tools,
+        reasoningOpen: false,
+        checks,
+        forced: false,
+        model: { llama, vocab } as unknown as EngineModel,
+      } as Parameters<typeof chatReply>[1];
+      for (const [i, t] of set.tools.entries()) {
+        const where = `${syntax.label} ${set.file} ${t.name}`;
+        const good = gbnfWalker(callGrammarFor(format, [tools[i]], { parallel: false }).gbnf)
+          .sample(11);
+        // gpt-oss writes a call as its own message (a recipient right after `<|start|>assistant`).
+        const lead = format.family === "harmony" ? "" : "Let me look.";
+        const text = `${lead}${lead ? "\n" : ""}${good}`;
+        for (const [how, chunks] of [["streamed", 5], ["whole", 0]] as const) {
+          const reply = await collectReply(chatReply(replay(text, chunks), plan));
+          const why = reply.calls.length === 1
+            ? judge(t.inputSchema)(JSON.parse(reply.calls[0].arguments))
+            : "no call";
+          if (why || reply.calls[0].name !== t.name || reply.text !== lead) {
+            problems.push(
+              `${where} (${how}): ${why ?? ""} ${JSON.stringify(reply.text.slice(0, 200))}`,
+            );
+          }
+        }
+        const broken = withoutRequired(t.inputSchema);
+        if (!broken) continue;
+        const bad = gbnfWalker(
+          callGrammarFor(format, [{ ...tools[i], parameters: broken }], { parallel: false }).gbnf,
+        ).sample(12);
+        const reply = await collectReply(chatReply(replay(`${lead}${bad}`, 3), plan));
+        if (reply.calls.length || !reply.text.includes(`not a valid call of ${t.name}`)) {
+          problems.push(
+            `${where}: a call missing a required property came back as ${
+              JSON.stringify(reply.calls)
+            } / ${JSON.stringify(reply.text.slice(0, 200))}`,
+          );
+        }
+      }
+    }
+    assert.deepEqual(problems, [], problems.join("\n"));
+  });
+}
+
+/** The schema without its first required (listed) property, or undefined when it has none. */
+function withoutRequired(schema: Record<string, unknown>): Record<string, unknown> | undefined {
+  const required = Array.isArray(schema.required) ? schema.required as string[] : [];
+  const props = (schema.properties ?? {}) as Record<string, unknown>;
+  const gone = required.find((r) => Object.hasOwn(props, r));
+  if (!gone) return undefined;
+  const { [gone]: _, ...rest } = props;
+  return { ...schema, properties: rest, required: required.filter((r) => r !== gone) };
 }
 
 /** What the template writes of the call differs from what the grammar had the model write. */

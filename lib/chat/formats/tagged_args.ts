@@ -204,7 +204,8 @@ export function argsObject(t: ToolSpec | undefined, pairs: [string, string][]): 
   const raw = t ? safeLayout(t)?.raw ?? new Set<string>() : new Set<string>();
   const args: Json = {};
   for (const [key, text] of pairs) {
-    const parsed = raw.has(key) ? undefined : parseJson(text) ?? pythonScalar(text);
+    const json = raw.has(key) ? undefined : parseJson(text);
+    const parsed = raw.has(key) || json !== undefined ? json : pythonScalar(text);
     args[key] = parsed === undefined ? text : parsed;
   }
   return JSON.stringify(args);
