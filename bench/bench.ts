@@ -64,6 +64,7 @@ const USAGE =
   `usage: deno task bench [options]        inference: server vs. library (and llama-server)
        deno task bench events [--listeners 256 --rate 1000 --seconds 10]   event channel fan-out
        deno task bench video [--runs 3 --seconds 8 --resolution 720p]      video start-to-done
+       deno task bench tools [--families LIST --rounds 3 --no-server]      tool-schema grammars
        deno task bench --agent-trace FILE [--sessions N --serial ...]     replay an agent trace
        deno task bench --cache-restore [--prefix-tokens 30000]            prompt cache restore
 options of the inference benchmark:
@@ -958,7 +959,11 @@ type ConcurrencyRow = {
 };
 
 /** The other suites run as their own scripts, each measuring in a clean process. */
-const SUITES: Record<string, string> = { events: "./events.ts", video: "./video.ts" };
+const SUITES: Record<string, string> = {
+  events: "./events.ts",
+  video: "./video.ts",
+  tools: "./tool_schemas.ts",
+};
 /**
  * Suites named by a flag (`deno task bench --agent-trace FILE`, DESIGN 4d), given all the
  * arguments: agent-trace replays and the prompt cache's restore times.

@@ -137,7 +137,14 @@ export function compileString(ctx: Ctx, s: { [k: string]: Json }, path: string):
 function lengthOnly(ctx: Ctx, min: number, max: number, path: string): Expr {
   const n = ctx.notation;
   if (min === 0 && max === Infinity) return anyText(ctx);
-  if (n.id === "json") return rep(std(ctx, "char", jsonTextChar), min, max);
+  if (n.id === "json") {
+    // A bound far beyond what a call writes (Claude Code's 524288-character script) would cost
+    // llama.cpp a rule per character to parse, on every new grammar: checked on the finished
+    // value instead when relaxing.
+    if (!ctx.relax || max <= LONG_TEXT) return rep(std(ctx, "char", jsonTextChar), min, max);
+    relax(ctx, "maxLength", path, "a length bound far beyond a call's");
+    return rep(std(ctx, "char", jsonTextChar), min, Infinity);
+  }
   if (n.lengthInGrammar(max)) return rep(n.char(ANY_CHAR), min, max);
   // Raw text kept exact (anything but its stop) and a large maximum checked on the finished
   // value; a short minimum is that many characters that cannot begin the stop, then anything.
@@ -150,6 +157,11 @@ function lengthOnly(ctx: Ctx, min: number, max: number, path: string): Expr {
   return anyText(ctx);
 }
 
+/** Products of patterns and lengths found too large, by notation, budget, bounds and regexes. */
+const TOO_LARGE = new Set<string>();
+
+/** Longest JSON string length bound kept in a tool-call grammar (see `lengthOnly`). */
+const LONG_TEXT = 4096;
 /** Longest required prefix written before exact raw text (see `lengthOnly`). */
 const RAW_MIN_PREFIX = 64;
 
@@ -172,19 +184,35 @@ function patternWithLength(
   const budget = ctx.relax ? RELAXED_STATES : undefined;
   const build = (lo: number, hi: number) =>
     regexProduct(ctx.g, nodes, lo, hi, ctx.notation.char, baseName(ptr(path, kw)), budget);
-  try {
-    return build(min, max);
-  } catch (e) {
-    if (!isConstraintError(e)) throw e;
-    if (!ctx.relax) err(e.keyword, e.message, ptr(path, e.keyword));
+  // A product found too large is not tried again (a tool set repeats its url and id formats).
+  const tooLarge = (hi: number) =>
+    `${ctx.notation.id}|${budget}|${min}|${hi}|${JSON.stringify(nodes)}`;
+  const attempt = (hi: number): Expr | undefined => {
+    const key = tooLarge(hi);
+    if (TOO_LARGE.has(key)) return undefined;
+    try {
+      return build(min, hi);
+    } catch (e) {
+      if (!isConstraintError(e)) throw e;
+      TOO_LARGE.add(key);
+      if (TOO_LARGE.size > 512) TOO_LARGE.delete(TOO_LARGE.values().next().value!);
+      return undefined;
+    }
+  };
+  const exact = attempt(max);
+  if (exact) return exact;
+  if (!ctx.relax) {
+    try {
+      build(min, max);
+    } catch (e) {
+      if (!isConstraintError(e)) throw e;
+      err(e.keyword, e.message, ptr(path, e.keyword));
+    }
   }
   for (const cap of [1024, 256]) {
     if (cap >= max || cap < min) continue;
-    try {
-      return build(min, cap);
-    } catch (e) {
-      if (!isConstraintError(e)) throw e;
-    }
+    const tight = attempt(cap);
+    if (tight) return tight;
   }
   relax(
     ctx,
