@@ -33,19 +33,31 @@ Deno.test({
   name: "keepalive: no stream goes 10 s without bytes through a long prefill or a queue wait",
   sanitizeResources: false,
   fn: async () => {
-    // One sequence: the chat request's long prefill holds it while the other two wait queued.
-    await using srv = await startServer(["--model", await tinyModelPath(), "--max-batch", "1"]);
-    const long = "hello ".repeat(20_000);
+    // One sequence: two chat requests' long prefills hold it in turn while the other streams wait
+    // queued, so the waits outlast 12 s on a fast host too (one thread, nearly the whole context).
+    await using srv = await startServer([
+      "--model",
+      await tinyModelPath(),
+      "--max-batch",
+      "1",
+      "--threads",
+      "1",
+    ]);
     const t0 = performance.now();
-    const chat = fetch(`${srv.url}/v1/chat/completions`, {
-      method: "POST",
-      headers: json,
-      body: JSON.stringify({
-        messages: [{ role: "user", content: long }],
-        max_tokens: 2,
-        stream: true,
-      }),
-    }).then(timedRead);
+    // Two different prompts, so the second cannot reuse the first's cells.
+    const longChat = (word: string) =>
+      fetch(`${srv.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: json,
+        body: JSON.stringify({
+          messages: [{ role: "user", content: `${word} `.repeat(32_000) }],
+          max_tokens: 2,
+          stream: true,
+        }),
+      }).then(timedRead);
+    const chat = longChat("hello");
+    await new Promise((r) => setTimeout(r, 300));
+    const chat2 = longChat("world");
     await new Promise((r) => setTimeout(r, 300));
     const anthropic = fetch(`${srv.url}/v1/messages`, {
       method: "POST",
@@ -62,11 +74,12 @@ Deno.test({
       headers: json,
       body: JSON.stringify({ input: "Hi", max_output_tokens: 2, stream: true }),
     }).then(timedRead);
-    const [c, a, r] = await Promise.all([chat, anthropic, responses]);
+    const [c, c2, a, r] = await Promise.all([chat, chat2, anthropic, responses]);
     const waited = performance.now() - t0;
     // The test means something only if the streams really waited that long.
     assert.ok(waited > 12_000, `the long prefill took only ${Math.round(waited)} ms`);
-    for (const [name, s] of [["chat", c], ["anthropic", a], ["responses", r]] as const) {
+    const streams = [["chat", c], ["chat 2", c2], ["anthropic", a], ["responses", r]] as const;
+    for (const [name, s] of streams) {
       const worst = Math.max(...s.gaps);
       assert.ok(worst <= 10_000, `${name}: ${Math.round(worst)} ms without a byte`);
     }

@@ -14,7 +14,6 @@ const TEST_ONLY = [
   "openai",
   "@anthropic-ai/sdk",
   "@google/genai",
-  "ajv",
   "eventsource",
 ];
 

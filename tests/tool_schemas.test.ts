@@ -75,7 +75,7 @@ Deno.test("tool schemas of real agents, served by a real server", async (t) => {
           input_schema: f.schema,
         })),
       });
-      const responses = await post("/v1/responses", {
+      await post("/v1/responses", {
         model,
         input: "hi",
         max_output_tokens: 16,
@@ -188,7 +188,7 @@ Deno.test("tool schemas of real agents, served by a real server", async (t) => {
       tools: [{ type: "function", function: { name: "tag", parameters: schema } }],
       tool_choice: "required",
       parallel_tool_calls: false,
-      max_tokens: 64,
+      max_tokens: 400,
     });
     assert.equal(chat.choices[0].message.tool_calls, undefined);
     assert.match(chat.choices[0].message.content ?? "", broken);
@@ -199,7 +199,7 @@ Deno.test("tool schemas of real agents, served by a real server", async (t) => {
       messages: [{ role: "user", content: "Tag it." }],
       tools: [{ type: "function", function: { name: "tag", parameters: schema } }],
       tool_choice: { type: "function", function: { name: "tag" } },
-      max_tokens: 64,
+      max_tokens: 400,
       stream: true,
     });
     let content = "";
@@ -213,7 +213,7 @@ Deno.test("tool schemas of real agents, served by a real server", async (t) => {
 
     const msg = await anthropic.messages.create({
       model,
-      max_tokens: 64,
+      max_tokens: 400,
       messages: [{ role: "user", content: "Tag it." }],
       tools: [{ name: "tag", input_schema: schema as Anthropic.Tool.InputSchema }],
       tool_choice: { type: "any", disable_parallel_tool_use: true },
@@ -229,7 +229,7 @@ Deno.test("tool schemas of real agents, served by a real server", async (t) => {
       tools: [{ type: "function", name: "tag", parameters: schema, strict: true }],
       tool_choice: "required",
       parallel_tool_calls: false,
-      max_output_tokens: 64,
+      max_output_tokens: 400,
       store: false,
     });
     assert.ok(resp.output.every((o) => o.type !== "function_call"));

@@ -38,7 +38,13 @@ export type CallVetter = {
 
 /** The text a broken call becomes: what was written, and why it is not a call. */
 export function brokenCallText(name: string, args: string, why: string): string {
-  return `(not a valid call of ${name}: ${why}) ${JSON.stringify({ name, arguments: args })}`;
+  let value: unknown = args;
+  try {
+    value = JSON.parse(args);
+  } catch {
+    // Not JSON: shown as the text it is.
+  }
+  return `(not a valid call of ${name}: ${why}) ${JSON.stringify({ name, arguments: value })}`;
 }
 
 export function newCallVetter(

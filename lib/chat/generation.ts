@@ -438,8 +438,10 @@ export async function* chatReply(
         if (thoughts) yield* count(fromThoughts(thoughtVetter.vet(thoughts.end()), true));
         const tail = parser.end();
         yield* count(
+          // A call the limit cut short is the cut call it was (finish_reason says so), not drawn
+          // again: a new draw would meet the same limit.
           fromText(
-            vetter.vet(ev.finishReason === "length" ? cutCallEvents(tail, plan) : tail),
+            ev.finishReason === "length" ? cutCallEvents(tail, plan) : vetter.vet(tail),
             false,
           ),
         );

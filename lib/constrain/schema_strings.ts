@@ -15,14 +15,7 @@ import { isConstraintError } from "./error.ts";
 import { ANY_CHAR, type Expr, lit, newGrammar, rep, seq } from "./gbnf.ts";
 import { LARK_KEYWORD, larkExpr } from "./lark.ts";
 import { jsonTextChar } from "./notation.ts";
-import {
-  branchesToNode,
-  parseRegex,
-  regexLength,
-  type RegexNode,
-  regexProduct,
-  regexToExpr,
-} from "./regex.ts";
+import { branchesToNode, parseRegex, regexLength, type RegexNode, regexToExpr } from "./regex.ts";
 import {
   anyText,
   baseName,
@@ -37,6 +30,7 @@ import {
   unsatisfiable,
 } from "./schema_context.ts";
 import { FORMATS, FREE_FORMATS, NUMBER_FORMATS } from "./schema_formats.ts";
+import { regexProduct } from "./regex_product.ts";
 
 /** The regexes a string must match in full (its format, its pattern, or both), or none. */
 function stringRegexes(
