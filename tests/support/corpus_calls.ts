@@ -1,11 +1,12 @@
 /**
- * Forced calls of every tool of the real corpus (`tests/fixtures/tools/`) in one family: for each
- * tool, the family's call grammar (relaxation on, as the server builds it), seeded texts drawn
- * from it (`gbnf_walk.ts`) and checked against llama.cpp's own grammar matcher, each read back by
- * the family's parser as the server streams it (in random chunks), and the call validated against
- * the tool's whole schema by ajv (draft-07 or 2020-12, as the schema declares, with ajv-formats).
- * Then the call goes through the family's real template as history: the template must write the
- * same call, in the syntax the grammar made the model write (`FamilySyntax`).
+ * Calls of every tool of the real corpus (`tests/fixtures/tools/`) in one family: for each tool,
+ * the family's call grammar (relaxation on, as the server builds it), seeded texts drawn from it
+ * (`gbnf_walk.ts`) and checked against llama.cpp's own grammar matcher, each read back by the
+ * family's parser as the server streams it (in random chunks), and the call validated against the
+ * tool's whole schema by ajv (draft-07 or 2020-12, as the schema declares, with ajv-formats). The
+ * call then goes through the family's real template as history: the template must write the same
+ * call, in the syntax the grammar made the model write (`FamilySyntax`); and it is read again as a
+ * free (`auto`) call among the whole tool set, beside one call that breaks its schema.
  *
  * @example
  * ```ts
@@ -185,18 +186,37 @@ async function callsIn(format: ToolFormat, tool: ToolSpec, text: string) {
 }
 
 /**
- * Registers one test per corpus file for a family: every tool of the file, every seed. Failures
- * are collected and reported together, so one run shows every tool that breaks.
+ * Registers one test per corpus file for a family: every tool of the file, forced (every seed),
+ * then the first seed's call again as a model writes it under `tool_choice: auto` (after some
+ * text, streamed in chunks and whole, with the file's whole tool set offered), and one call that
+ * breaks its schema (drawn from the grammar of the schema without a required property, so it
+ * parses but misses it), which must come back as text saying why, not as a call. Failures are
+ * collected and reported together, so one run shows every tool that breaks.
  */
 export async function corpusCallTests(syntax: FamilySyntax): Promise<void> {
   const source = Deno.readTextFileSync(`${await llamaSourceDir()}/models/templates/${syntax.file}`);
   const template = compileTemplate(source);
   const format = detectToolFormat(source);
+  const model = { llama, vocab } as unknown as EngineModel;
+  // gpt-oss writes a call as its own message (a recipient right after `<|start|>assistant`), and
+  // Llama 3.x's bare JSON call is one only at the start of the reply.
+  const lead = format.family === "harmony" || format.family === "llama3" ? "" : "Let me look.";
   for (const set of await loadToolCorpus()) {
-    Deno.test(`${syntax.label} (${format.family}): forced calls of ${set.file}`, async () => {
+    Deno.test(`${syntax.label} (${format.family}): forced and auto calls of ${set.file}`, async () => {
       const problems: string[] = [];
-      for (const t of set.tools) {
-        const tool = spec(t);
+      const tools = set.tools.map(spec);
+      const all = callGrammarFor(format, tools, { parallel: false });
+      const autoPlan = {
+        format,
+        tools,
+        reasoningOpen: false,
+        checks: toolChecks(tools, all.relaxed, (i) => `tools[${i}]`, "parameters"),
+        forced: false,
+        model,
+      } as Parameters<typeof chatReply>[1];
+      let brokenShown = false;
+      for (const [i, t] of set.tools.entries()) {
+        const tool = tools[i];
         const where = `${syntax.label} ${set.file} ${t.name}`;
         const built = callGrammarFor(format, [tool], { parallel: false });
         const checks = toolChecks([tool], built.relaxed, (i) => `tools[${i}]`, "parameters");
@@ -237,83 +257,49 @@ export async function corpusCallTests(syntax: FamilySyntax): Promise<void> {
               );
               continue;
             }
-            if (seed === SEEDS[0]) {
-              const { name, arguments: args0 } = reply.calls[0];
-              const p = templateProblem(syntax, format, template, tool, text, {
-                name,
-                arguments: args0,
-              });
-              const m = await p;
-              if (m) problems.push(`${where}: ${m}`);
+            if (seed !== SEEDS[0]) continue;
+            const { name, arguments: args0 } = reply.calls[0];
+            const m = await templateProblem(syntax, format, template, tool, text, {
+              name,
+              arguments: args0,
+            });
+            if (m) problems.push(`${where}: ${m}`);
+            // The same call under `auto`, among the whole tool set.
+            const free = `${lead}${lead ? "\n" : ""}${text}`;
+            for (const [how, chunks] of [["streamed", 5], ["whole", 0]] as const) {
+              const r = await collectReply(chatReply(replay(free, chunks), autoPlan));
+              const bad = r.calls.length === 1
+                ? valid(JSON.parse(r.calls[0].arguments))
+                : "no call";
+              if (bad || r.calls[0].name !== t.name || r.text !== lead) {
+                problems.push(
+                  `${where} (auto, ${how}): ${bad ?? ""} ${JSON.stringify(r.text.slice(0, 200))}`,
+                );
+              }
             }
           }
         } finally {
           llama.sym.llama_sampler_free(sampler);
         }
+        // One broken call per file (a grammar of its own to build): reported as text.
+        const broken = brokenShown ? undefined : withoutRequired(t.inputSchema);
+        if (!broken) continue;
+        brokenShown = true;
+        const bad = gbnfWalker(
+          callGrammarFor(format, [{ ...tool, parameters: broken }], { parallel: false }).gbnf,
+        ).sample(12);
+        const r = await collectReply(chatReply(replay(`${lead}${bad}`, 3), autoPlan));
+        if (r.calls.length || !r.text.includes(`not a valid call of ${t.name}`)) {
+          problems.push(
+            `${where}: a call missing a required property came back as ${
+              JSON.stringify(r.calls)
+            } / ${JSON.stringify(r.text.slice(0, 200))}`,
+          );
+        }
       }
       assert.deepEqual(problems, [], problems.join("\n"));
     });
   }
-}
-
-/**
- * `tool_choice: auto`: a model's call of each corpus tool, written after some text, comes back as
- * that call whether the reply streams (chunks) or not (one piece); a call that breaks its schema
- * (drawn from the grammar of the schema without one required property, so it parses but misses
- * it) is not passed on as a call: it comes back as text saying why.
- */
-export async function corpusAutoTests(syntax: FamilySyntax): Promise<void> {
-  const source = Deno.readTextFileSync(`${await llamaSourceDir()}/models/templates/${syntax.file}`);
-  const format = detectToolFormat(source);
-  Deno.test(`${syntax.label} (${format.family}): auto calls of every corpus tool`, async () => {
-    const problems: string[] = [];
-    for (const set of await loadToolCorpus()) {
-      const tools = set.tools.map(spec);
-      const built = callGrammarFor(format, tools, { parallel: false });
-      const checks = toolChecks(tools, built.relaxed, (i) => `tools[${i}]`, "parameters");
-      const plan = {
-        format,
-        tools,
-        reasoningOpen: false,
-        checks,
-        forced: false,
-        model: { llama, vocab } as unknown as EngineModel,
-      } as Parameters<typeof chatReply>[1];
-      for (const [i, t] of set.tools.entries()) {
-        const where = `${syntax.label} ${set.file} ${t.name}`;
-        const good = gbnfWalker(callGrammarFor(format, [tools[i]], { parallel: false }).gbnf)
-          .sample(11);
-        // gpt-oss writes a call as its own message (a recipient right after `<|start|>assistant`).
-        const lead = format.family === "harmony" ? "" : "Let me look.";
-        const text = `${lead}${lead ? "\n" : ""}${good}`;
-        for (const [how, chunks] of [["streamed", 5], ["whole", 0]] as const) {
-          const reply = await collectReply(chatReply(replay(text, chunks), plan));
-          const why = reply.calls.length === 1
-            ? judge(t.inputSchema)(JSON.parse(reply.calls[0].arguments))
-            : "no call";
-          if (why || reply.calls[0].name !== t.name || reply.text !== lead) {
-            problems.push(
-              `${where} (${how}): ${why ?? ""} ${JSON.stringify(reply.text.slice(0, 200))}`,
-            );
-          }
-        }
-        const broken = withoutRequired(t.inputSchema);
-        if (!broken) continue;
-        const bad = gbnfWalker(
-          callGrammarFor(format, [{ ...tools[i], parameters: broken }], { parallel: false }).gbnf,
-        ).sample(12);
-        const reply = await collectReply(chatReply(replay(`${lead}${bad}`, 3), plan));
-        if (reply.calls.length || !reply.text.includes(`not a valid call of ${t.name}`)) {
-          problems.push(
-            `${where}: a call missing a required property came back as ${
-              JSON.stringify(reply.calls)
-            } / ${JSON.stringify(reply.text.slice(0, 200))}`,
-          );
-        }
-      }
-    }
-    assert.deepEqual(problems, [], problems.join("\n"));
-  });
 }
 
 /** The schema without its first required (listed) property, or undefined when it has none. */
