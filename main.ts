@@ -1,6 +1,13 @@
 /**
- * Hearth's command-line entry: `serve` (the HTTP server) and `make-model` (writes a GGUF test
- * model). Bad flags exit with status 2 and one line; so does a flag this build cannot honour.
+ * Hearth's command-line entry: every command of `lib/cli/commands.ts` (`serve`, `launch`,
+ * `manager`, `rpc-server`, `make-model`, `gpu-check`, `build-cuda`, and the internal children
+ * `gpu-probe` and `smoke-decode`) runs from the `RUN` table below. Bad flags exit with status 2
+ * and one line; so does a flag this build cannot honour.
+ *
+ * `serve` in order: flags and the files they name (`lib/cli/serve_inputs.ts`), the llama.cpp
+ * build (`lib/gpu/select.ts`), the model's path (`lib/models/resolve.ts`), the HTTP surfaces
+ * (`mountSurfaces`), listening, then the model load (`lib/cli/serve_engine.ts`): `/health`
+ * answers 503 until it is ready.
  *
  * @example
  * ```sh
@@ -10,8 +17,6 @@
  * @module
  */
 import {
-  DEFAULT_CACHE_DISK_GIB,
-  defaultCacheRamBytes,
   graphBatchFor,
   helpText,
   isLoopback,
@@ -19,32 +24,26 @@ import {
   type ServeConfig,
   unsupportedFlag,
 } from "./lib/cli/flags.ts";
+import { type CommandName, findCommand, unknownCommand } from "./lib/cli/commands.ts";
+import { readServeInputs, type ServeInputs } from "./lib/cli/serve_inputs.ts";
+import { startServeEngine } from "./lib/cli/serve_engine.ts";
 import { type AgentFeatures, openAgents } from "./lib/agents/mod.ts";
-import { loadAgentsConfig } from "./lib/agents/config.ts";
 import { localBaseUrl } from "./lib/agents/local.ts";
 import { runManager } from "./lib/manager/main.ts";
 import { runRpcServer } from "./lib/cli/rpc_server.ts";
 import { tokenizeText } from "./lib/engine/tokens.ts";
-import { createVideoService, readBlocklist, type VideoService } from "./lib/video/operations.ts";
+import { createVideoService, type VideoService } from "./lib/video/operations.ts";
 import type { ServerState } from "./routes/state.ts";
-import { newSurfaces } from "./routes/app.ts";
+import { createApp, newSurfaces, type Surfaces } from "./routes/app.ts";
 import { agentRoutes } from "./routes/agents.ts";
 import { videoRoutes } from "./routes/video.ts";
 import { managerRoutes } from "./routes/manager.ts";
 import { parseMakeModelArgs } from "./lib/cli/make_model_args.ts";
 import { createChatLogger } from "./lib/chat/logger.ts";
 import { compileTemplate } from "./lib/chat/template.ts";
-import { loadEngineModel } from "./lib/engine/model.ts";
-import { describeFit, hostMemAvailable } from "./lib/engine/fit.ts";
-import { describeDevices, onAccelerator, pickRankDevices } from "./lib/engine/devices.ts";
-import {
-  loadPdConfig,
-  modelFingerprint,
-  type PdStats,
-  withRemotePrefill,
-} from "./lib/engine/pd.ts";
+import { pickRankDevices } from "./lib/engine/devices.ts";
+import { modelFingerprint, type PdStats } from "./lib/engine/pd.ts";
 import { pdRoutes } from "./routes/pd.ts";
-import { describePromptCache } from "./lib/engine/prompt_cache.ts";
 import { chooseLlamaLibrary, libraryLogLine } from "./lib/gpu/select.ts";
 import { buildOnStart } from "./lib/cli/build_on_start.ts";
 import { runBuildCuda } from "./lib/cli/build_cuda.ts";
@@ -52,46 +51,22 @@ import { runGpuCheck } from "./lib/cli/gpu_check.ts";
 import { runLaunch } from "./lib/cli/launch.ts";
 import { startupNotes } from "./lib/cli/startup_notes.ts";
 import { readCudaDriver } from "./ffi/cuda_driver.ts";
-import { lastLoadStackBytes } from "./ffi/load_thread.ts";
 import { runSmokeDecode } from "./lib/gpu/smoke.ts";
 import { probeDriver } from "./lib/gpu/probe.ts";
-import { startWorkerEngine } from "./lib/engine/worker_host.ts";
 import { newServerState } from "./routes/state.ts";
 import { makeModel } from "./lib/gguf/mod.ts";
 import { resolveModel } from "./lib/models/resolve.ts";
-import { createApp } from "./routes/app.ts";
 import { sseBufferLimitFromEnv } from "./routes/sse.ts";
 import { loadUiAssets, SERVER_PAGES, uiServerHandler } from "./routes/ui.ts";
 import { videoRulesDocument } from "./lib/video/rules_document.ts";
-import { loadMcpConfig, type McpRegistry, startMcpRegistry } from "./lib/mcp/registry.ts";
+import { type McpRegistry, startMcpRegistry } from "./lib/mcp/registry.ts";
 
 function die(message: string, code = 2): never {
   console.error(`hearth: ${message}`);
   Deno.exit(code);
 }
 
-/** `HEARTH_EVENTS_PING_MS` (heartbeat interval of /api/events; tests shorten it). */
-function pingMsFromEnv(): number | undefined {
-  const raw = Deno.env.get("HEARTH_EVENTS_PING_MS");
-  if (raw === undefined || raw === "") return undefined;
-  if (!/^\d+$/.test(raw) || Number(raw) < 10) {
-    die(`HEARTH_EVENTS_PING_MS=${raw}: must be a whole number of milliseconds, at least 10`);
-  }
-  return Number(raw);
-}
-
-/** Video API keys: `HEARTH_VIDEO_API_KEYS` (comma-separated) plus `--video-keys-file` lines. */
-async function videoKeys(config: ServeConfig): Promise<string[]> {
-  const keys = (Deno.env.get("HEARTH_VIDEO_API_KEYS") ?? "").split(",");
-  if (config.videoKeysFile) {
-    try {
-      keys.push(...(await Deno.readTextFile(config.videoKeysFile)).split("\n"));
-    } catch (e) {
-      die(`--video-keys-file ${config.videoKeysFile}: ${(e as Error).message}`);
-    }
-  }
-  return [...new Set(keys.map((k) => k.trim()).filter((k) => k && !k.startsWith("#")))];
-}
+const log = (line: string) => console.error(`hearth: ${line}`);
 
 /** Prompt tokens as the served model counts them; the video rules cap prompts at 1,024. */
 function promptTokenCounter(state: ServerState): (text: string) => number {
@@ -119,43 +94,11 @@ async function serve(argv: string[]): Promise<void> {
   } catch (e) {
     die((e as Error).message);
   }
-
-  let template;
-  if (config.chatTemplate) {
-    let source: string;
-    try {
-      source = await Deno.readTextFile(config.chatTemplate);
-    } catch (e) {
-      die(`--chat-template ${config.chatTemplate}: ${(e as Error).message}`);
-    }
-    try {
-      template = compileTemplate(source);
-    } catch (e) {
-      die(
-        `--chat-template ${config.chatTemplate}: not a valid Jinja template: ${
-          (e as Error).message
-        }`,
-      );
-    }
-  }
-
-  let mcpConfig;
-  if (config.mcpConfig) {
-    mcpConfig = await loadMcpConfig(config.mcpConfig).catch((e) => die((e as Error).message));
-  }
-
-  const pd = config.pdConfig
-    ? await loadPdConfig(config.pdConfig).catch((e) => die((e as Error).message))
-    : undefined;
-  if (pd?.role === "prefill" && !pd.token && !isLoopback(config.host)) {
-    die(
-      `--pd-config ${config.pdConfig}: a prefill server on a non-loopback --host ` +
-        `(${config.host}) needs a token: anyone reaching it could use its compute`,
-    );
-  }
+  const read = await readServeInputs(config, Deno.env.toObject());
+  if (!read.ok) die(read.message);
+  const inputs = read.inputs;
 
   // A GPU build that passes the facts and the smoke decode, else the CPU build; the log says why.
-  const log = (line: string) => console.error(`hearth: ${line}`);
   const library = await chooseLlamaLibrary({
     cacheRoot: config.dataDir,
     log,
@@ -163,7 +106,6 @@ async function serve(argv: string[]): Promise<void> {
   });
   const graph = graphBatchFor(config, library.devices.length > 0);
   if (graph.note) log(graph.note);
-  const graphBatch = graph.sizes;
   const ranks = {
     numRanks: config.numRanks,
     localNumRanks: config.localNumRanks,
@@ -185,48 +127,116 @@ async function serve(argv: string[]): Promise<void> {
     die((e as Error).message);
   }
   if (resolved.source === "demo") {
-    console.error(
-      "hearth: no --model given: serving the built-in demo model (random weights: its output is noise)",
-    );
-  }
-
-  const agentsFile = config.agentsConfig
-    ? await loadAgentsConfig(config.agentsConfig).catch((e) => die((e as Error).message))
-    : undefined;
-  const keys = await videoKeys(config);
-  let blocklist: string[] | undefined;
-  if (config.videoBlocklist) {
-    blocklist = await readBlocklist(config.videoBlocklist).catch((e) =>
-      die(`--video-blocklist ${config.videoBlocklist}: ${(e as Error).message}`)
-    );
+    log("no --model given: serving the built-in demo model (random weights: its output is noise)");
   }
 
   for (const note of startupNotes(config, Deno.env.toObject())) log(`warning: ${note}`);
   const state = newServerState(resolved.id, config.apiKey);
   state.library = library;
-  console.error(`hearth: ${libraryLogLine(library)}`);
-  state.template = template;
+  log(libraryLogLine(library));
+  state.template = inputs.template;
   state.sseBufferLimit = sseBufferLimit;
   state.threads = config.threads;
   state.dataDir = config.dataDir;
   if (Deno.env.get("HEARTH_CHAT_LOGGER") === "1") {
     state.chatLog = createChatLogger(`${config.dataDir}/logs`);
   }
+  const mounted = await mountSurfaces(config, inputs, state, resolved, sseBufferLimit);
+  const { surfaces } = mounted;
+  const app = createApp(state, surfaces);
+  const server = Deno.serve({
+    hostname: config.host,
+    port: config.port,
+    onListen: ({ hostname, port }) =>
+      log(`listening on http://${hostname}:${port} (model ${resolved.id})`),
+  }, app.fetch);
+  const uiServer = config.uiServer
+    ? Deno.serve({
+      hostname: config.host,
+      port: config.uiPort,
+      onListen: ({ hostname, port }) =>
+        log(`web UI on http://${hostname}:${port}/ (also under /ui/ on the API port)`),
+    }, uiServerHandler(surfaces.ui!.assets, app, surfaces.ui!.options))
+    : undefined;
+
+  const stop = async () => {
+    // Open event streams would hold shutdown() forever; end them first.
+    surfaces.fanout.closeAll();
+    await Promise.all([mounted.agents?.close(), mounted.video?.close(), mounted.mcp?.close()]);
+    await Promise.all([server.shutdown(), uiServer?.shutdown()]);
+    // Prompt-cache states on their way to --cache-dir are for the next start: let them land
+    // (bounded, so a slow disk cannot hold the exit).
+    await Promise.race([
+      state.engine?.flushCache?.(),
+      new Promise((r) => setTimeout(r, 30_000)),
+    ]);
+    // Queued chat-log lines belong to replies already sent; write them before leaving.
+    await state.chatLog?.flush();
+    Deno.exit(0);
+  };
+  Deno.addSignalListener("SIGINT", stop);
+  Deno.addSignalListener("SIGTERM", stop);
+
+  try {
+    const started = await startServeEngine({
+      config,
+      libDir: library.dir,
+      path: resolved.path,
+      graphBatch: graph.sizes,
+      ranks,
+      pd: inputs.pd,
+      log,
+    });
+    if (!state.template && started.model.info.chatTemplate) {
+      try {
+        state.template = compileTemplate(started.model.info.chatTemplate);
+      } catch (e) {
+        log(`the model's chat template does not parse: ${(e as Error).message}`);
+      }
+    }
+    state.backendSampling = started.backendSampling;
+    state.threadStacks = started.threadStacks;
+    if (started.pdStats) state.pd = started.pdStats;
+    state.engine = started.engine;
+  } catch (e) {
+    state.loadError = (e as Error).message;
+    await Promise.all([server.shutdown(), uiServer?.shutdown()]);
+    // A rank layout this host cannot give, or a context that cannot fit, is a usage error.
+    if (/^--(num-ranks|local-num-ranks|max-seq-len|max-batch)/.test(state.loadError)) {
+      die(state.loadError);
+    }
+    log(`could not load the model: ${state.loadError}`);
+    Deno.exit(1);
+  }
+}
+
+/** The surfaces beside inference: UI assets, prefill peer, MCP, agents and video; each by its flag. */
+async function mountSurfaces(
+  config: ServeConfig,
+  inputs: ServeInputs,
+  state: ServerState,
+  resolved: { id: string; path: string },
+  sseBufferLimit: number | undefined,
+): Promise<
+  { surfaces: Surfaces; mcp?: McpRegistry; agents?: AgentFeatures; video?: VideoService }
+> {
+  const { pd, videoKeys: keys } = inputs;
   // MCP servers connect in the background: a slow or broken one never delays or stops start-up.
-  const mcp: McpRegistry | undefined = mcpConfig
-    ? startMcpRegistry(mcpConfig, { log: (line) => console.error(`hearth: ${line}`) })
+  const mcp: McpRegistry | undefined = inputs.mcpConfig
+    ? startMcpRegistry(inputs.mcpConfig, { log })
     : undefined;
   state.mcp = mcp;
-  const surfaces = newSurfaces({ pingMs: pingMsFromEnv(), bufferLimit: sseBufferLimit });
-  const uiAssets = await loadUiAssets();
-  const uiOptions = {
-    pages: SERVER_PAGES,
-    json: {
-      "video-rules.json": () =>
-        videoRulesDocument(config.videoRegion, { keyRequired: keys.length > 0 }),
+  const surfaces = newSurfaces({ pingMs: inputs.pingMs, bufferLimit: sseBufferLimit });
+  surfaces.ui = {
+    assets: await loadUiAssets(),
+    options: {
+      pages: SERVER_PAGES,
+      json: {
+        "video-rules.json": () =>
+          videoRulesDocument(config.videoRegion, { keyRequired: keys.length > 0 }),
+      },
     },
   };
-  surfaces.ui = { assets: uiAssets, options: uiOptions };
   if (pd?.role === "prefill") {
     const counters: PdStats = { role: "prefill", peer: pd.peer, remotePrefills: 0, fallbacks: 0 };
     let fingerprint: Promise<string> | undefined;
@@ -238,13 +248,12 @@ async function serve(argv: string[]): Promise<void> {
     );
     state.pd = () => ({ ...counters });
   }
-  const app = createApp(state, surfaces);
   let agents: AgentFeatures | undefined;
-  if (agentsFile) {
+  if (inputs.agentsFile) {
     agents = await openAgents({
       bus: surfaces.bus,
       dataDir: config.dataDir,
-      config: agentsFile,
+      config: inputs.agentsFile,
       // "model": "local" agents talk to this very server, over loopback.
       local: {
         baseUrl: localBaseUrl(config.host, config.port),
@@ -263,12 +272,12 @@ async function serve(argv: string[]): Promise<void> {
   if (keys.length === 0 && !isLoopback(config.host) && config.videoBackend === "local") {
     surfaces.videoDisabled = `the video API is off: no API keys are configured ` +
       `(HEARTH_VIDEO_API_KEYS or --video-keys-file) and --host ${config.host} is not loopback`;
-    console.error(`hearth: ${surfaces.videoDisabled}`);
+    log(surfaces.videoDisabled);
   } else {
     video = await createVideoService({
       dataDir: config.dataDir,
       region: config.videoRegion,
-      blocklist,
+      blocklist: inputs.blocklist,
       backend: config.videoBackend,
       upstreamUrl: config.videoUpstream,
       workers: config.videoWorkers,
@@ -277,127 +286,7 @@ async function serve(argv: string[]): Promise<void> {
     });
     surfaces.video = videoRoutes(video);
   }
-  const server = Deno.serve({
-    hostname: config.host,
-    port: config.port,
-    onListen: ({ hostname, port }) =>
-      console.error(`hearth: listening on http://${hostname}:${port} (model ${resolved.id})`),
-  }, app.fetch);
-  const uiServer = config.uiServer
-    ? Deno.serve({
-      hostname: config.host,
-      port: config.uiPort,
-      onListen: ({ hostname, port }) =>
-        console.error(
-          `hearth: web UI on http://${hostname}:${port}/ (also under /ui/ on the API port)`,
-        ),
-    }, uiServerHandler(uiAssets, app, uiOptions))
-    : undefined;
-
-  const stop = async () => {
-    // Open event streams would hold shutdown() forever; end them first.
-    surfaces.fanout.closeAll();
-    await Promise.all([agents?.close(), video?.close(), mcp?.close()]);
-    await Promise.all([server.shutdown(), uiServer?.shutdown()]);
-    // Prompt-cache states on their way to --cache-dir are for the next start: let them land
-    // (bounded, so a slow disk cannot hold the exit).
-    await Promise.race([
-      state.engine?.flushCache?.(),
-      new Promise((r) => setTimeout(r, 30_000)),
-    ]);
-    // Queued chat-log lines belong to replies already sent; write them before leaving.
-    await state.chatLog?.flush();
-    Deno.exit(0);
-  };
-  Deno.addSignalListener("SIGINT", stop);
-  Deno.addSignalListener("SIGTERM", stop);
-
-  try {
-    const model = await loadEngineModel({
-      libDir: library.dir,
-      ranks,
-      path: resolved.path,
-      maxBatch: config.maxBatch,
-      maxSeqLen: config.maxSeqLen,
-      kvType: config.kvcacheDtype,
-      threads: config.threads,
-      mtpHeads: config.mtp > 0,
-      rpcServers: config.masterAddr,
-      graphBatch,
-    });
-    if (!state.template && model.info.chatTemplate) {
-      try {
-        state.template = compileTemplate(model.info.chatTemplate);
-      } catch (e) {
-        console.error(`hearth: the model's chat template does not parse: ${(e as Error).message}`);
-      }
-    }
-    // Draft verification samples every row on the CPU (`--mtp` turns backend sampling off).
-    state.backendSampling = config.mtp === 0 &&
-      (config.backendSampling === "auto"
-        ? onAccelerator(model.devices)
-        : config.backendSampling === "on");
-    const promptCache = {
-      ramBytes: Math.floor(
-        config.cacheRam !== undefined
-          ? config.cacheRam * 2 ** 30
-          : defaultCacheRamBytes(Deno.systemMemoryInfo().total, hostMemAvailable()),
-      ),
-      ...(config.cacheDir
-        ? {
-          dir: config.cacheDir,
-          diskBytes: Math.floor((config.cacheDisk ?? DEFAULT_CACHE_DISK_GIB) * 2 ** 30),
-        }
-        : {}),
-      // A state is only loaded into the model and cache type it was made with.
-      fingerprint: `${await modelFingerprint(model.path)}-${
-        config.kvcacheDtype === "auto" ? "f16" : config.kvcacheDtype
-      }`,
-    };
-    const engine = await startWorkerEngine(model, {
-      maxWaiting: config.maxQueue ?? model.maxBatch * 8,
-      draftTokens: config.mtp,
-      backendSampling: state.backendSampling,
-      promptCache,
-    });
-    state.threadStacks = { load: lastLoadStackBytes(), engine: engine.threadStackBytes };
-    if (pd?.role === "decode") {
-      const split = withRemotePrefill(engine, pd, await modelFingerprint(model.path));
-      state.engine = split;
-      state.pd = split.pdStats;
-      console.error(
-        `hearth: prompts of ${pd.minPrefillTokens}+ tokens are prefilled by ${pd.peer}`,
-      );
-    } else {
-      state.engine = engine;
-    }
-    console.error(
-      `hearth: llama.cpp from ${model.llama.dir}; devices: ${describeDevices(model.devices)}; ` +
-        `backend sampling ${state.backendSampling ? "on" : "off"}`,
-    );
-    console.error(
-      `hearth: model ready: ${model.info.description}, context ${model.nCtxSeq} per sequence, ` +
-        `${model.maxBatch} sequences` +
-        (model.graphBatch
-          ? `, decode steps padded to ${model.graphBatch.sizes.join("/")} rows (--graph-batch)`
-          : "") +
-        (config.mtp > 0
-          ? `, speculative decoding: ${config.mtp} drafts per step from ` +
-            (model.mtp ? "the model's MTP heads" : "prompt lookup")
-          : ""),
-    );
-    if (model.fit) console.error(`hearth: context: ${describeFit(model.fit)}`);
-    console.error(`hearth: prompt cache: ${describePromptCache(promptCache, model.stateTrim)}`);
-  } catch (e) {
-    state.loadError = (e as Error).message;
-    await Promise.all([server.shutdown(), uiServer?.shutdown()]);
-    // A rank layout this host cannot give, or a context that cannot fit, is a usage error.
-    if (/^--(num-ranks|local-num-ranks|max-seq-len|max-batch)/.test(state.loadError)) {
-      die(state.loadError);
-    }
-    console.error(`hearth: could not load the model: ${state.loadError}`);
-    Deno.exit(1);
-  }
+  return { surfaces, mcp, agents, video };
 }
 
 async function makeModelCommand(argv: string[]): Promise<void> {
@@ -406,10 +295,10 @@ async function makeModelCommand(argv: string[]): Promise<void> {
   const t0 = performance.now();
   await makeModel(parsed.options);
   const size = (await Deno.stat(parsed.options.out)).size;
-  console.error(
-    `hearth: wrote ${parsed.options.out} (${parsed.options.preset}, ${
-      (size / 1e6).toFixed(1)
-    } MB) in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+  log(
+    `wrote ${parsed.options.out} (${parsed.options.preset}, ${(size / 1e6).toFixed(1)} MB) in ${
+      ((performance.now() - t0) / 1000).toFixed(1)
+    } s`,
   );
 }
 
@@ -424,62 +313,43 @@ async function nativeArch(): Promise<string | undefined> {
   return archs.length ? archs.join(",") : undefined;
 }
 
+/** One runner per command of `COMMANDS`; a number is the exit status. */
+const RUN: Record<CommandName, (rest: string[]) => Promise<number | void>> = {
+  "serve": serve,
+  "launch": runLaunch,
+  "manager": (rest) => runManager(rest, managerRoutes),
+  "rpc-server": async (rest) => {
+    const r = await runRpcServer(rest);
+    if (r.message) log(r.message);
+    return r.code;
+  },
+  "make-model": makeModelCommand,
+  "gpu-check": (rest) => runGpuCheck(rest, { defaultDataDir: defaultDataDir() }),
+  "build-cuda": (rest) => runBuildCuda(rest, { defaultDataDir: defaultDataDir(), nativeArch }),
+  "gpu-probe": () => {
+    try {
+      console.log(JSON.stringify(readCudaDriver()));
+    } catch (e) {
+      console.log(JSON.stringify({ error: (e as Error).message }));
+    }
+    return Promise.resolve();
+  },
+  "smoke-decode": async (rest) => {
+    const model = rest[rest.indexOf("--model") + 1];
+    if (!rest.includes("--model") || !model) die("smoke-decode needs --model PATH");
+    const lib = Deno.env.get("HEARTH_LLAMA_LIB_DIR") || undefined;
+    console.log(JSON.stringify(await runSmokeDecode(lib, model)));
+  },
+};
+
 if (import.meta.main) {
   const [command, ...rest] = Deno.args;
-  switch (command) {
-    case "serve":
-      await serve(rest);
-      break;
-    case "make-model":
-      await makeModelCommand(rest);
-      break;
-    case "manager":
-      await runManager(rest, managerRoutes);
-      break;
-    case "gpu-check":
-      Deno.exit(await runGpuCheck(rest, { defaultDataDir: defaultDataDir() }));
-      break;
-    case "build-cuda":
-      Deno.exit(
-        await runBuildCuda(rest, { defaultDataDir: defaultDataDir(), nativeArch }),
-      );
-      break;
-    case "launch":
-      Deno.exit(await runLaunch(rest));
-      break;
-    case "gpu-probe":
-      // Internal: the driver's facts for `lib/gpu/probe.ts`, asked in this child process.
-      try {
-        console.log(JSON.stringify(readCudaDriver()));
-      } catch (e) {
-        console.log(JSON.stringify({ error: (e as Error).message }));
-      }
-      break;
-    case "smoke-decode": {
-      // Internal: the smoke decode of `lib/gpu/smoke.ts`, run with the build under test loaded.
-      const model = rest[rest.indexOf("--model") + 1];
-      if (!rest.includes("--model") || !model) die("smoke-decode needs --model PATH");
-      const lib = Deno.env.get("HEARTH_LLAMA_LIB_DIR") || undefined;
-      console.log(JSON.stringify(await runSmokeDecode(lib, model)));
-      break;
-    }
-    case "rpc-server": {
-      const r = await runRpcServer(rest);
-      if (r.message) console.error(`hearth: ${r.message}`);
-      Deno.exit(r.code);
-      break;
-    }
-    case undefined:
-    case "-h":
-    case "--help":
-    case "help":
-      console.log(helpText());
-      break;
-    default:
-      die(
-        `unknown command ${
-          JSON.stringify(command)
-        } (commands: serve, launch, manager, rpc-server, make-model, gpu-check, build-cuda; see --help)`,
-      );
+  if (command === undefined || ["-h", "--help", "help"].includes(command)) {
+    console.log(helpText());
+  } else {
+    const name = findCommand(command);
+    if (!name) die(unknownCommand(command));
+    const code = await RUN[name](rest);
+    if (typeof code === "number") Deno.exit(code);
   }
 }

@@ -12,6 +12,7 @@
  * @module
  */
 import { z } from "zod";
+import { commandUsage } from "./commands.ts";
 import { endpointList } from "./endpoint.ts";
 import { graphBatchLayout } from "../engine/graph_batch.ts";
 import { DEFAULT_BATCH } from "../engine/fit.ts";
@@ -446,19 +447,7 @@ export function helpText(): string {
     return `${left.padEnd(40)} ${f.help}`;
   });
   return [
-    "Usage: hearth serve [flags]",
-    "       hearth launch claude|codex|opencode [--host H] [--port P] [--api-key K] [--print] [-- ARGS]",
-    "                         (your coding-agent CLI on this server's model; `hearth launch --help`)",
-    "       hearth manager --workers URL,URL [--port 8002] (see `hearth manager --help`)",
-    "       hearth rpc-server [--host 127.0.0.1] [--port 50052] (see `hearth rpc-server --help`)",
-    "       hearth gpu-check [--compute X.Y] [--cuda-driver M.m] [--smoke] [--json] [--data-dir DIR]",
-    "                         (which llama.cpp build serve would load here, and why)",
-    "       hearth build-cuda [--arch native|90|80,90] [--jobs N] [--dry-run] [--data-dir DIR]",
-    "                         (build llama.cpp for this GPU where no prebuilt can run)",
-    "       hearth make-model --preset tiny|small|1b --out PATH [--embedding] [--dtype f32|f16|q8_0]",
-    "                         [--seed N] [--chat-format llama3|hermes|mistral|qwen3-coder]",
-    "                         [--reply-length N] (the random model ends replies after ~N tokens)",
-    "                         [--arch gemma2|lfm2] [--sliding-window N] (sliding-window or hybrid)",
+    ...commandUsage(),
     "",
     "Flags of serve:",
     ...rows,

@@ -17,13 +17,12 @@
  * @module
  */
 import type { ToolSpec } from "../conversation.ts";
-import { alt, lit, render, seq } from "../../constrain/gbnf.ts";
-import { newSchemaSet } from "../../constrain/json_schema.ts";
+import { lit, render, seq } from "../../constrain/gbnf.ts";
 import { toolListPrompt } from "./generic.ts";
-import { forTool, LAYOUT, oneOrMore, prefixPattern } from "./grammar.ts";
+import { LAYOUT, oneOrMore, prefixPattern } from "./grammar.ts";
 import { jsonEnd, parseJson } from "./json_calls.ts";
 import { newSectionParser, sectionCursor, type SectionResult } from "./section_parser.ts";
-import { argsExpr, isRawArg, relaxFor, type TagSyntax } from "./tagged_args.ts";
+import { isRawArg, taggedCalls, type TagSyntax } from "./tagged_args.ts";
 import type { ToolFamily, ToolFormat } from "./types.ts";
 
 const DSML = "｜DSML｜";
@@ -133,8 +132,6 @@ function dsmlFormat(family: ToolFamily, block: string): ToolFormat {
     rendersTools: true,
     toolSystemPrompt: toolListPrompt,
     callGrammar(tools, { parallel, relax }) {
-      if (tools.length === 0) throw new Error("a call grammar needs at least one tool");
-      const set = newSchemaSet();
       // The attribute says how the value is written: raw for a string, else JSON.
       const syntax: TagSyntax = {
         family,
@@ -142,16 +139,13 @@ function dsmlFormat(family: ToolFamily, block: string): ToolFormat {
         close: END_PARAM,
         sep: LAYOUT,
       };
-      const invokes = tools.map((t, i) =>
-        forTool(t, i, () =>
-          seq(
-            lit(`${INVOKE}${t.name}">`),
-            LAYOUT,
-            argsExpr(set, t, syntax, relaxFor(relax, i)),
-            lit(END_INVOKE),
-          ))
+      const { set, call } = taggedCalls(
+        tools,
+        syntax,
+        relax,
+        (name, args) => seq(lit(`${INVOKE}${name}">`), LAYOUT, args, lit(END_INVOKE)),
       );
-      const body = oneOrMore(seq(alt(...invokes), LAYOUT), parallel, seq());
+      const body = oneOrMore(seq(call, LAYOUT), parallel, seq());
       return render(set.g, seq(lit(open), LAYOUT, body, lit(close)));
     },
     // The block tag is a token only in some vocabularies (make-model's); elsewhere the pattern.

@@ -17,12 +17,11 @@
  * @module
  */
 import type { ToolSpec } from "../conversation.ts";
-import { alt, lit, render, seq } from "../../constrain/gbnf.ts";
-import { newSchemaSet } from "../../constrain/json_schema.ts";
+import { lit, render, seq } from "../../constrain/gbnf.ts";
 import { toolListPrompt } from "./generic.ts";
-import { forTool, LAYOUT, oneOrMore, prefixPattern } from "./grammar.ts";
+import { LAYOUT, oneOrMore, prefixPattern } from "./grammar.ts";
 import { newSectionParser, type SectionResult } from "./section_parser.ts";
-import { argsExpr, argsObject, isRawArg, relaxFor, type TagSyntax } from "./tagged_args.ts";
+import { argsObject, isRawArg, taggedCalls, type TagSyntax } from "./tagged_args.ts";
 import type { ToolFormat } from "./types.ts";
 
 const OPEN = "<tool_call>";
@@ -99,12 +98,13 @@ export const glmFormat: ToolFormat = {
   rendersTools: true,
   toolSystemPrompt: toolListPrompt,
   callGrammar(tools, { parallel, relax }) {
-    if (tools.length === 0) throw new Error("a call grammar needs at least one tool");
-    const set = newSchemaSet();
-    const fns = tools.map((t, i) =>
-      forTool(t, i, () => seq(lit(t.name), LAYOUT, argsExpr(set, t, SYNTAX, relaxFor(relax, i))))
+    const { set, call } = taggedCalls(
+      tools,
+      SYNTAX,
+      relax,
+      (name, args) => seq(lit(name), LAYOUT, args),
     );
-    const block = seq(lit(OPEN), alt(...fns), lit(CLOSE));
+    const block = seq(lit(OPEN), call, lit(CLOSE));
     return render(set.g, oneOrMore(block, parallel, LAYOUT));
   },
   triggers: { patterns: [prefixPattern([OPEN])], tokens: [OPEN] },

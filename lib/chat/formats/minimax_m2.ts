@@ -17,12 +17,11 @@
  * @module
  */
 import type { ToolSpec } from "../conversation.ts";
-import { alt, lit, render, seq } from "../../constrain/gbnf.ts";
-import { newSchemaSet } from "../../constrain/json_schema.ts";
+import { lit, render, seq } from "../../constrain/gbnf.ts";
 import { toolListPrompt } from "./generic.ts";
-import { forTool, LAYOUT, oneOrMore, prefixPattern } from "./grammar.ts";
+import { LAYOUT, oneOrMore, prefixPattern } from "./grammar.ts";
 import { newSectionParser, sectionCursor, type SectionResult } from "./section_parser.ts";
-import { argsExpr, argsObject, isRawArg, relaxFor, type TagSyntax } from "./tagged_args.ts";
+import { argsObject, isRawArg, taggedCalls, type TagSyntax } from "./tagged_args.ts";
 import type { ToolFormat } from "./types.ts";
 
 const SECTION = "<minimax:tool_call>";
@@ -91,18 +90,13 @@ export const minimaxM2Format: ToolFormat = {
   rendersTools: true,
   toolSystemPrompt: toolListPrompt,
   callGrammar(tools, { parallel, relax }) {
-    if (tools.length === 0) throw new Error("a call grammar needs at least one tool");
-    const set = newSchemaSet();
-    const invokes = tools.map((t, i) =>
-      forTool(t, i, () =>
-        seq(
-          lit(`${INVOKE}${t.name}">`),
-          LAYOUT,
-          argsExpr(set, t, SYNTAX, relaxFor(relax, i)),
-          lit(END_INVOKE),
-        ))
+    const { set, call } = taggedCalls(
+      tools,
+      SYNTAX,
+      relax,
+      (name, args) => seq(lit(`${INVOKE}${name}">`), LAYOUT, args, lit(END_INVOKE)),
     );
-    const body = oneOrMore(seq(alt(...invokes), LAYOUT), parallel, seq());
+    const body = oneOrMore(seq(call, LAYOUT), parallel, seq());
     return render(set.g, seq(lit(SECTION), LAYOUT, body, lit(END_SECTION)));
   },
   triggers: { patterns: [prefixPattern([SECTION, { ws: true }, INVOKE])], tokens: [SECTION] },

@@ -16,12 +16,11 @@
  * @module
  */
 import type { ToolSpec } from "../conversation.ts";
-import { alt, lit, render, seq } from "../../constrain/gbnf.ts";
-import { newSchemaSet } from "../../constrain/json_schema.ts";
+import { lit, render, seq } from "../../constrain/gbnf.ts";
 import { toolListPrompt } from "./generic.ts";
-import { forTool, LAYOUT, oneOrMore, prefixPattern } from "./grammar.ts";
+import { LAYOUT, oneOrMore, prefixPattern } from "./grammar.ts";
 import { newSectionParser, type ParsedCall, type SectionResult } from "./section_parser.ts";
-import { argsExpr, argsObject, relaxFor, type TagSyntax } from "./tagged_args.ts";
+import { argsObject, taggedCalls, type TagSyntax } from "./tagged_args.ts";
 import type { ToolFormat } from "./types.ts";
 
 const OPEN = "<tool_call>";
@@ -97,20 +96,17 @@ export const qwen3CoderFormat: ToolFormat = {
   rendersTools: true,
   toolSystemPrompt: toolListPrompt,
   callGrammar(tools, { parallel, relax }) {
-    if (tools.length === 0) throw new Error("a call grammar needs at least one tool");
-    const set = newSchemaSet();
-    const fns = tools.map((t, i) =>
-      forTool(
-        t,
-        i,
-        () => seq(lit(`${t.name}>`), LAYOUT, argsExpr(set, t, SYNTAX, relaxFor(relax, i))),
-      )
+    const { set, call } = taggedCalls(
+      tools,
+      SYNTAX,
+      relax,
+      (name, args) => seq(lit(`${name}>`), LAYOUT, args),
     );
     const block = seq(
       lit(OPEN),
       LAYOUT,
       lit(FUNCTION),
-      alt(...fns),
+      call,
       lit(END_FUNCTION),
       LAYOUT,
       lit(CLOSE),

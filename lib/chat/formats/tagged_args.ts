@@ -19,11 +19,11 @@
  */
 import type { ToolSpec } from "../conversation.ts";
 import { alt, type Expr, lit, opt, seq } from "../../constrain/gbnf.ts";
-import type { Relaxation, SchemaSet } from "../../constrain/json_schema.ts";
+import { newSchemaSet, type Relaxation, type SchemaSet } from "../../constrain/json_schema.ts";
 import { LARK_KEYWORD } from "../../constrain/lark.ts";
 import { type Notation, rawNotation } from "../../constrain/notation.ts";
 import { isRefProblem, resolveRef } from "../../constrain/schema_refs.ts";
-import { argumentsSchema, type ToolRelax } from "./grammar.ts";
+import { argumentsSchema, forTool, type ToolRelax } from "./grammar.ts";
 import { parseJson } from "./json_calls.ts";
 
 type Json = Record<string, unknown>;
@@ -192,6 +192,26 @@ export function argsExpr(
       }),
     )
   ));
+}
+
+/**
+ * The grammar preamble the tag-pair families share: one schema set, and any one of the tools'
+ * calls, each `call(name, args)` around that tool's tag-pair arguments (an empty tool list or a
+ * schema that cannot compile is refused naming the tool). The family adds only its own block
+ * markers around the result.
+ */
+export function taggedCalls(
+  tools: ToolSpec[],
+  syn: TagSyntax,
+  relax: ToolRelax | undefined,
+  call: (name: string, args: Expr) => Expr,
+): { set: SchemaSet; call: Expr } {
+  if (tools.length === 0) throw new Error("a call grammar needs at least one tool");
+  const set = newSchemaSet();
+  const calls = tools.map((t, i) =>
+    forTool(t, i, () => call(t.name, argsExpr(set, t, syn, relaxFor(relax, i))))
+  );
+  return { set, call: alt(...calls) };
 }
 
 /** `relax` for tool `i`, or undefined. */
