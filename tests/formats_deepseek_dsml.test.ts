@@ -8,55 +8,26 @@
 // back); a call written inside reasoning; a tool round trip rendered through the template, and
 // the reasoning of a call turn handed back when thinking is on.
 import assert from "node:assert/strict";
-import type { Conversation, ReplyEvent, ToolSpec } from "../lib/chat/conversation.ts";
-import {
-  detectToolFamily,
-  detectToolFormat,
-  type ToolFamily,
-  type ToolFormat,
-} from "../lib/chat/formats/mod.ts";
-import { chatReply, collectReply, planChat } from "../lib/chat/generation.ts";
-import { newReasoningSplitter } from "../lib/chat/reasoning.ts";
+import type { ReplyEvent, ToolSpec } from "../lib/chat/conversation.ts";
+import { detectToolFamily, detectToolFormat } from "../lib/chat/formats/mod.ts";
+import { planChat } from "../lib/chat/generation.ts";
 import { compileTemplate, renderChat } from "../lib/chat/template.ts";
-import { loadEngineModel } from "../lib/engine/model.ts";
 import { defaultSampling } from "../lib/engine/sampling.ts";
-import type { GenEvent } from "../lib/engine/scheduler.ts";
-import { startWorkerEngine } from "../lib/engine/worker_host.ts";
 import { tokenizeText } from "../lib/engine/tokens.ts";
 import { compileTriggerPatterns } from "../lib/engine/triggers.ts";
-import { assertValidCall, conversation, familyTests } from "./support/family_harness.ts";
-import { llamaSourceDir } from "./support/llama_source.ts";
-import { cachedTinyModel, tinyModelPath } from "./support/models.ts";
+import { type FamilyCase, familyTests, forcedCall } from "./support/family_harness.ts";
+import { bundledTemplate, tinyWorkerEngine, withFormatModel } from "./support/family_models.ts";
+import { expectFormatParse, type Parsed } from "./support/family_parse.ts";
+import { TOOL_NAMES, toolRoundTrip } from "./support/family_tools.ts";
 
-const TEMPLATES = `${await llamaSourceDir()}/models/templates`;
-const source = (file: string) => Deno.readTextFileSync(`${TEMPLATES}/${file}`);
+/** A family case, and what it renders of a call turn with thinking on: reasoning, then call. */
+type Case = FamilyCase & { renderedThinking: string };
 
-type Case = {
-  label: string;
-  file: string;
-  family: ToolFamily;
-  /** The raw text of a forced reply (after any reasoning) in the family's own syntax. */
-  syntax: RegExp;
-  /** Template variables that make the generation prompt end inside an open think block. */
-  openThink?: Record<string, unknown>;
-  /** Template variables that close it (or leave it out). */
-  closedThink?: Record<string, unknown>;
-  /** A get_weather call (Paris, celsius) as the model writes it. */
-  call: string;
-  /** What the template renders of a tool round trip (the call, then its result). */
-  rendered: string[];
-  /** Whether the template passes reasoning back on a turn with tool calls. */
-  keepsReasoning: boolean;
-  /** What it renders of that turn with thinking on: the reasoning handed back, then the call. */
-  renderedThinking: string;
-};
-
-const NAMES = "(?:get_weather|place_order)";
 const D = "｜DSML｜";
 /** A DSML block named `block` as the templates write it. */
 const dsmlSyntax = (block: string) =>
   new RegExp(
-    `^<${D}${block}>\\s*(?:<${D}invoke name="${NAMES}">\\s*` +
+    `^<${D}${block}>\\s*(?:<${D}invoke name="${TOOL_NAMES}">\\s*` +
       `(?:<${D}parameter name="\\w+" string="(?:true|false)">.*?</${D}parameter>\\s*)*` +
       `</${D}invoke>\\s*)+</${D}${block}>$`,
     "s",
@@ -106,12 +77,12 @@ const CASES: Case[] = [
 // ---------------------------------------------------------------- detection
 
 Deno.test("DeepSeek generations are detected from the real templates", () => {
-  for (const c of CASES) assert.equal(detectToolFamily(source(c.file)), c.family, c.label);
+  for (const c of CASES) assert.equal(detectToolFamily(bundledTemplate(c.file)), c.family, c.label);
   // V3.1 keeps its own format; R1 and the MiniMax `<invoke name=` templates are no DSML.
-  assert.equal(detectToolFamily(source("deepseek-ai-DeepSeek-V3.1.jinja")), "deepseek-v3");
-  assert.equal(detectToolFamily(source("MiniMax-M2.jinja")), "minimax-m2");
+  assert.equal(detectToolFamily(bundledTemplate("deepseek-ai-DeepSeek-V3.1.jinja")), "deepseek-v3");
+  assert.equal(detectToolFamily(bundledTemplate("MiniMax-M2.jinja")), "minimax-m2");
   for (const file of ["deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", "MiniMax-M2.jinja"]) {
-    assert.ok(!detectToolFamily(source(file)).startsWith("deepseek-v"), file);
+    assert.ok(!detectToolFamily(bundledTemplate(file)).startsWith("deepseek-v"), file);
   }
   // One marker substring alone is no family.
   assert.equal(detectToolFamily("{{ '<｜DSML｜function_calls>' }}"), "generic");
@@ -120,7 +91,7 @@ Deno.test("DeepSeek generations are detected from the real templates", () => {
 Deno.test("DSML triggers: the block tag arms the grammar where it is no token, as bytes", () => {
   const latin1 = (t: string) => String.fromCharCode(...new TextEncoder().encode(t));
   for (const [f, block] of [["deepseek-v3.2", "function_calls"], ["deepseek-v4", "tool_calls"]]) {
-    const format = detectToolFormat(source(CASES.find((c) => c.family === f)!.file));
+    const format = detectToolFormat(bundledTemplate(CASES.find((c) => c.family === f)!.file));
     assert.deepEqual(format.triggers.tokens, [`<${D}${block}>`]);
     const [re] = compileTriggerPatterns(format.triggers.patterns);
     const text = `Sure.\n\n<${D}${block}>\n<${D}invoke name="get_weather">`;
@@ -150,58 +121,9 @@ const TEST_TOOLS = [
   "set_config",
 ].map(anyTool);
 
-type Parsed = { reasoning: string; content: string; calls: [string, unknown][] };
-
-/** The reply `text` parsed as a family does, fed in chunks of `size` characters. */
-function parse(f: ToolFormat, text: string, open: boolean, size: number): Parsed {
-  const split = f.reasoning ? newReasoningSplitter({ ...f.reasoning, open }) : undefined;
-  const parser = f.newParser(TEST_TOOLS);
-  const out: Parsed = { reasoning: "", content: "", calls: [] };
-  const take = (evs: ReplyEvent[]) => {
-    for (const ev of evs) {
-      if (ev.type === "text") out.content += ev.text;
-      if (ev.type === "reasoning") out.reasoning += ev.text;
-      if (ev.type === "tool_call_end") {
-        out.calls.push([
-          (evs.find((e) => e.type === "tool_call_start" && e.index === ev.index) as {
-            name: string;
-          }).name,
-          JSON.parse(ev.arguments),
-        ]);
-      }
-    }
-  };
-  const feed = (s: string) => {
-    for (const p of split ? split.push(s) : [{ type: "text" as const, text: s }]) {
-      if (p.type === "reasoning") out.reasoning += p.text;
-      else take(parser.push(p.text));
-    }
-  };
-  for (let i = 0; i < text.length; i += size) feed(text.slice(i, i + size));
-  for (const p of split?.end() ?? []) {
-    if (p.type === "reasoning") out.reasoning += p.text;
-    else take(parser.push(p.text));
-  }
-  take(parser.end());
-  return out;
-}
-
-/** Calls are reported whole per chunk here, so a start and its end come in one push. */
-function expectParse(
-  file: string,
-  text: string,
-  want: Partial<Parsed>,
-  open = false,
-): void {
-  const f = detectToolFormat(source(file));
-  for (const size of [text.length, 7, 1]) {
-    const got = parse(f, text, open, size);
-    assert.deepEqual(
-      { reasoning: got.reasoning, content: got.content, calls: got.calls },
-      { reasoning: "", content: "", calls: [], ...want },
-      `${file} in chunks of ${size}: ${JSON.stringify(text)}`,
-    );
-  }
+/** `text` reads as `want` through the format of the template in `file`. */
+function expectParse(file: string, text: string, want: Partial<Parsed>, open = false): void {
+  expectFormatParse(detectToolFormat(bundledTemplate(file)), TEST_TOOLS, file, text, want, open);
 }
 
 /** A DSML block of `block` holding one invoke per `[name, [key, string attr, value][]]`. */
@@ -335,7 +257,7 @@ function randArgs(r: ReturnType<typeof rng>, depth: number): Record<string, unkn
 
 for (const c of CASES) {
   Deno.test(`${c.label}: 200 random argument objects the real template writes parse back`, () => {
-    const template = compileTemplate(source(c.file));
+    const template = compileTemplate(bundledTemplate(c.file));
     const f = detectToolFormat(template.source);
     const block = c.family === "deepseek-v3.2" ? "function_calls" : "tool_calls";
     const r = rng(77);
@@ -383,46 +305,17 @@ for (const c of CASES) {
 /** Marker text of every family that must never reach `content`. */
 const MARKERS = /<｜|｜DSML｜|<\/?think>|<function_results>|<tool_result>/;
 
-const model = await loadEngineModel({
-  path: await tinyModelPath(),
-  maxBatch: 4,
-  maxSeqLen: 4096,
-  threads: 1,
-});
-const engine = await startWorkerEngine(model);
-globalThis.addEventListener("unload", () => engine.close());
-const MAX_TOKENS = 900;
+const engine = await tinyWorkerEngine();
+const model = engine.model;
 
 for (const c of CASES) {
-  const template = compileTemplate(source(c.file));
+  const template = compileTemplate(bundledTemplate(c.file));
   familyTests(c, template, { model, engine, markers: MARKERS });
   Deno.test(`${c.label}: with thinking on, the reasoning of a call turn is handed back`, () => {
-    const conv: Conversation = {
-      ...conversation({ type: "auto" }),
-      turns: [
-        ...conversation({ type: "auto" }).turns,
-        {
-          role: "assistant",
-          parts: [
-            { type: "reasoning", text: "checked the map" },
-            {
-              type: "tool_call",
-              id: "call_1",
-              name: "get_weather",
-              arguments: '{"city":"Paris","unit":"celsius"}',
-            },
-          ],
-        },
-        {
-          role: "tool",
-          parts: [{ type: "tool_result", callId: "call_1", content: "sunny, 21 C" }],
-        },
-      ],
-    };
     const plan = planChat(
       model,
       template,
-      conv,
+      toolRoundTrip("sunny, 21 C"),
       { sampling: defaultSampling(), stop: [], ignoreEos: false },
       { addGenerationPrompt: true, extra: c.openThink },
     );
@@ -438,72 +331,32 @@ for (
   const [f, block] of [["deepseek-v3.2", "function_calls"], ["deepseek-v4", "tool_calls"]] as const
 ) {
   Deno.test(`make-model --chat-format ${f}: block tags are tokens, a forced call in its syntax`, async () => {
-    const path = await cachedTinyModel(
-      `${f}`,
-      ["chat_formats.ts", "family_templates.ts", "presets.ts"],
-      { chatFormat: f },
-    );
-    const m = await loadEngineModel({ path, maxBatch: 1, maxSeqLen: 2048, threads: 1 });
-    const own = await startWorkerEngine(m);
-    try {
+    await withFormatModel(f, async (m, own) => {
       const template = compileTemplate(m.info.chatTemplate!);
       assert.equal(detectToolFamily(template.source), f);
       for (const t of [`<${D}${block}>`, `</${D}invoke>`, "</think>"]) {
         assert.equal(tokenizeText(m, t, false).length, 1, `${f}: ${t} is one token`);
       }
       const c = CASES.find((x) => x.family === f)!;
-      const plan = planChat(
-        m,
+      const { plan } = await forcedCall(
+        { label: `${f} make-model`, syntax: c.syntax },
         template,
-        conversation({ type: "required" }),
-        {
-          sampling: { ...defaultSampling(), seed: 6 },
-          stop: [],
-          ignoreEos: false,
-          maxTokens: MAX_TOKENS,
-        },
-        { addGenerationPrompt: true },
+        { model: m, engine: own },
+        { seed: 6, toolChoice: { type: "required" } },
       );
       assert.ok(plan.text.includes("place_order"), "the template lists the tools");
-      const events: GenEvent[] = [];
-      for await (const ev of own.submit(plan.req)) events.push(ev);
-      const raw = events.map((e) => (e.type === "text" ? e.text : "")).join("");
-      assert.match(raw, c.syntax, `${f}: ${JSON.stringify(raw)}`);
-      const again = (async function* () {
-        yield* events;
-      })();
-      const reply = await collectReply(chatReply(again, plan));
-      assert.equal(reply.end?.finishReason, "tool_calls");
-      assert.ok(reply.calls.length >= 1);
-      for (const k of reply.calls) assertValidCall(k.name, k.arguments, `${f} make-model`);
+      // No reasoning is open: the raw text is the call alone.
+      assert.ok(!plan.reasoningOpen, f);
       // The call comes back into the history in the same markup, its reasoning handed back.
-      const turns: Conversation["turns"] = [
-        ...conversation({ type: "auto" }).turns,
-        {
-          role: "assistant",
-          parts: [
-            { type: "reasoning", text: "checked the map" },
-            {
-              type: "tool_call",
-              id: "call_1",
-              name: "get_weather",
-              arguments: '{"city":"Paris","unit":"celsius"}',
-            },
-          ],
-        },
-        { role: "tool", parts: [{ type: "tool_result", callId: "call_1", content: "sunny" }] },
-      ];
       const next = planChat(
         m,
         template,
-        { ...conversation({ type: "auto" }), turns },
+        toolRoundTrip("sunny"),
         { sampling: defaultSampling(), stop: [], ignoreEos: false },
         { addGenerationPrompt: true, extra: { thinking: true } },
       );
       assert.ok(next.text.includes(c.renderedThinking), JSON.stringify(next.text));
       assert.ok(next.reasoningOpen);
-    } finally {
-      own.close();
-    }
+    });
   });
 }

@@ -7,56 +7,27 @@
 // marker text in `content`; the open `<think>` of a generation prompt (the call still comes
 // back); a call written inside reasoning; and a tool round trip rendered through the template.
 import assert from "node:assert/strict";
-import type { ReplyEvent, ToolSpec } from "../lib/chat/conversation.ts";
-import {
-  detectToolFamily,
-  detectToolFormat,
-  type ToolFamily,
-  type ToolFormat,
-} from "../lib/chat/formats/mod.ts";
-import { chatReply, collectReply, planChat } from "../lib/chat/generation.ts";
-import { newReasoningSplitter } from "../lib/chat/reasoning.ts";
+import type { ToolSpec } from "../lib/chat/conversation.ts";
+import { detectToolFamily, detectToolFormat } from "../lib/chat/formats/mod.ts";
+import { chatReply, planChat } from "../lib/chat/generation.ts";
 import { compileTemplate } from "../lib/chat/template.ts";
-import { loadEngineModel } from "../lib/engine/model.ts";
 import { defaultSampling } from "../lib/engine/sampling.ts";
-import type { GenEvent } from "../lib/engine/scheduler.ts";
-import { startWorkerEngine } from "../lib/engine/worker_host.ts";
 import { tokenizeText } from "../lib/engine/tokens.ts";
-import { assertValidCall, conversation, familyTests, replay } from "./support/family_harness.ts";
-import { llamaSourceDir } from "./support/llama_source.ts";
-import { cachedTinyModel, tinyModelPath } from "./support/models.ts";
+import { type FamilyCase, familyTests, forcedCall } from "./support/family_harness.ts";
+import { bundledTemplate, tinyWorkerEngine, withFormatModel } from "./support/family_models.ts";
+import { expectFormatParse, type Parsed } from "./support/family_parse.ts";
+import { conversation, replay, TOOL_NAMES } from "./support/family_tools.ts";
 
-const TEMPLATES = `${await llamaSourceDir()}/models/templates`;
-const source = (file: string) => Deno.readTextFileSync(`${TEMPLATES}/${file}`);
-
-type Case = {
-  label: string;
-  file: string;
-  family: ToolFamily;
-  /** The raw text of a forced reply (after any reasoning) in the family's own syntax. */
-  syntax: RegExp;
-  /** Template variables that make the generation prompt end inside an open think block. */
-  openThink?: Record<string, unknown>;
-  /** Template variables that close it (or leave it out). */
-  closedThink?: Record<string, unknown>;
-  /** A get_weather call (Paris, celsius) as the model writes it. */
-  call: string;
-  /** What the template renders of a tool round trip (the call, then its result). */
-  rendered: string[];
-  /** Whether the template passes reasoning back on a turn with tool calls. */
-  keepsReasoning: boolean;
-};
 const XML_CALL = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n" +
   "<parameter=unit>\ncelsius\n</parameter>\n</function>\n</tool_call>";
 
-const NAMES = "(?:get_weather|place_order)";
-const CASES: Case[] = [
+const CASES: FamilyCase[] = [
   {
     label: "DeepSeek V3.1",
     file: "deepseek-ai-DeepSeek-V3.1.jinja",
     family: "deepseek-v3",
     syntax: new RegExp(
-      `^<｜tool▁calls▁begin｜>(?:<｜tool▁call▁begin｜>${NAMES}<｜tool▁sep｜>\\{.*?\\}` +
+      `^<｜tool▁calls▁begin｜>(?:<｜tool▁call▁begin｜>${TOOL_NAMES}<｜tool▁sep｜>\\{.*?\\}` +
         `<｜tool▁call▁end｜>)+\\s*<｜tool▁calls▁end｜>$`,
       "s",
     ),
@@ -80,7 +51,7 @@ const CASES: Case[] = [
       '<|tool_response>response:get_weather{value:<|"|>sunny, 21 C<|"|>}<tool_response|>',
     ],
     keepsReasoning: true,
-    syntax: new RegExp(`^(?:<\\|tool_call>call:${NAMES}\\{.*?\\}<tool_call\\|>)+$`, "s"),
+    syntax: new RegExp(`^(?:<\\|tool_call>call:${TOOL_NAMES}\\{.*?\\}<tool_call\\|>)+$`, "s"),
   },
   {
     label: "Devstral",
@@ -93,7 +64,7 @@ const CASES: Case[] = [
     ],
     keepsReasoning: false,
     syntax: new RegExp(
-      `^(?:\\[TOOL_CALLS\\]${NAMES}(?:\\[CALL_ID\\][A-Za-z0-9]{9})?\\[ARGS\\]\\{.*?\\}\\s*)+$`,
+      `^(?:\\[TOOL_CALLS\\]${TOOL_NAMES}(?:\\[CALL_ID\\][A-Za-z0-9]{9})?\\[ARGS\\]\\{.*?\\}\\s*)+$`,
       "s",
     ),
   },
@@ -105,7 +76,7 @@ const CASES: Case[] = [
     file: "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja",
     family: "qwen3-coder",
     syntax: new RegExp(
-      `^(?:<tool_call>\\s*<function=${NAMES}>\\s*(?:<parameter=\\w+>\\n.*?\\n</parameter>\\s*)*` +
+      `^(?:<tool_call>\\s*<function=${TOOL_NAMES}>\\s*(?:<parameter=\\w+>\\n.*?\\n</parameter>\\s*)*` +
         `</function>\\s*</tool_call>\\s*)+$`,
       "s",
     ),
@@ -123,7 +94,7 @@ const CASES: Case[] = [
     file: "Qwen3.5-4B.jinja",
     family: "qwen3-coder",
     syntax: new RegExp(
-      `^(?:<tool_call>\\s*<function=${NAMES}>\\s*(?:<parameter=\\w+>\\n.*?\\n</parameter>\\s*)*` +
+      `^(?:<tool_call>\\s*<function=${TOOL_NAMES}>\\s*(?:<parameter=\\w+>\\n.*?\\n</parameter>\\s*)*` +
         `</function>\\s*</tool_call>\\s*)+$`,
       "s",
     ),
@@ -135,19 +106,28 @@ const CASES: Case[] = [
 // ---------------------------------------------------------------- detection
 
 Deno.test("families are detected from the real templates", () => {
-  for (const c of CASES) assert.equal(detectToolFamily(source(c.file)), c.family, c.label);
+  for (const c of CASES) assert.equal(detectToolFamily(bundledTemplate(c.file)), c.family, c.label);
   // Mistral Small 3.2 writes [TOOL_CALLS]NAME[CALL_ID]ID[ARGS]; Nemo the older JSON array.
-  assert.equal(detectToolFamily(source("Mistral-Small-3.2-24B-Instruct-2506.jinja")), "devstral");
-  assert.equal(detectToolFamily(source("mistralai-Mistral-Nemo-Instruct-2407.jinja")), "mistral");
-  assert.equal(detectToolFamily(source("google-gemma-4-31B-it-interleaved.jinja")), "gemma4");
+  assert.equal(
+    detectToolFamily(bundledTemplate("Mistral-Small-3.2-24B-Instruct-2506.jinja")),
+    "devstral",
+  );
+  assert.equal(
+    detectToolFamily(bundledTemplate("mistralai-Mistral-Nemo-Instruct-2407.jinja")),
+    "mistral",
+  );
+  assert.equal(
+    detectToolFamily(bundledTemplate("google-gemma-4-31B-it-interleaved.jinja")),
+    "gemma4",
+  );
   // R1's templates share DeepSeek's markers but fence JSON after `function<｜tool▁sep｜>NAME`.
   assert.notEqual(
-    detectToolFamily(source("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja")),
+    detectToolFamily(bundledTemplate("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja")),
     "deepseek-v3",
   );
   // `<function=` alone (functionary) is not Qwen3-Coder XML.
   assert.notEqual(
-    detectToolFamily(source("meetkai-functionary-medium-v3.1.jinja")),
+    detectToolFamily(bundledTemplate("meetkai-functionary-medium-v3.1.jinja")),
     "qwen3-coder",
   );
 });
@@ -158,58 +138,9 @@ const anyTool = (name: string): ToolSpec => ({ name, parameters: { type: "object
 const TEST_TOOLS = ["get_time", "get_weather", "special_function", "empty_args", "amount", "toggle"]
   .map(anyTool);
 
-type Parsed = { reasoning: string; content: string; calls: [string, unknown][] };
-
-/** The reply `text` parsed as a family does, fed in chunks of `size` characters. */
-function parse(f: ToolFormat, text: string, open: boolean, size: number): Parsed {
-  const split = f.reasoning ? newReasoningSplitter({ ...f.reasoning, open }) : undefined;
-  const parser = f.newParser(TEST_TOOLS);
-  const out: Parsed = { reasoning: "", content: "", calls: [] };
-  const take = (evs: ReplyEvent[]) => {
-    for (const ev of evs) {
-      if (ev.type === "text") out.content += ev.text;
-      if (ev.type === "reasoning") out.reasoning += ev.text;
-      if (ev.type === "tool_call_end") {
-        out.calls.push([
-          (evs.find((e) => e.type === "tool_call_start" && e.index === ev.index) as {
-            name: string;
-          }).name,
-          JSON.parse(ev.arguments),
-        ]);
-      }
-    }
-  };
-  const feed = (s: string) => {
-    for (const p of split ? split.push(s) : [{ type: "text" as const, text: s }]) {
-      if (p.type === "reasoning") out.reasoning += p.text;
-      else take(parser.push(p.text));
-    }
-  };
-  for (let i = 0; i < text.length; i += size) feed(text.slice(i, i + size));
-  for (const p of split?.end() ?? []) {
-    if (p.type === "reasoning") out.reasoning += p.text;
-    else take(parser.push(p.text));
-  }
-  take(parser.end());
-  return out;
-}
-
-/** Calls are reported whole per chunk here, so a start and its end come in one push. */
-function expectParse(
-  file: string,
-  text: string,
-  want: Partial<Parsed>,
-  open = false,
-): void {
-  const f = detectToolFormat(source(file));
-  for (const size of [text.length, 7, 1]) {
-    const got = parse(f, text, open, size);
-    assert.deepEqual(
-      { reasoning: got.reasoning, content: got.content, calls: got.calls },
-      { reasoning: "", content: "", calls: [], ...want },
-      `${file} in chunks of ${size}: ${JSON.stringify(text)}`,
-    );
-  }
+/** `text` reads as `want` through the format of the template in `file`. */
+function expectParse(file: string, text: string, want: Partial<Parsed>, open = false): void {
+  expectFormatParse(detectToolFormat(bundledTemplate(file)), TEST_TOOLS, file, text, want, open);
 }
 
 Deno.test("llama.cpp's expected parses (test-chat.cpp)", () => {
@@ -331,17 +262,10 @@ Deno.test("llama.cpp's expected parses (test-chat.cpp)", () => {
 const MARKERS =
   /<\|?tool_call|tool_call\|>|\[TOOL_CALLS\]|\[ARGS\]|<｜|<\/?think>|<function=|<\|channel>|<channel\|>/;
 
-const model = await loadEngineModel({
-  path: await tinyModelPath(),
-  maxBatch: 4,
-  maxSeqLen: 4096,
-  threads: 1,
-});
-const engine = await startWorkerEngine(model);
-globalThis.addEventListener("unload", () => engine.close());
-const MAX_TOKENS = 900;
+const engine = await tinyWorkerEngine();
+const model = engine.model;
 for (const c of CASES) {
-  const template = compileTemplate(source(c.file));
+  const template = compileTemplate(bundledTemplate(c.file));
   familyTests(c, template, { model, engine, markers: MARKERS });
 }
 
@@ -349,50 +273,27 @@ for (const c of CASES) {
 
 for (const f of ["deepseek-v3", "gemma4", "devstral"] as const) {
   Deno.test(`make-model --chat-format ${f}: markers are tokens, a forced call in its syntax`, async () => {
-    const path = await cachedTinyModel(
-      `${f}`,
-      ["chat_formats.ts", "family_templates.ts", "presets.ts"],
-      { chatFormat: f },
-    );
-    const m = await loadEngineModel({ path, maxBatch: 1, maxSeqLen: 2048, threads: 1 });
-    const own = await startWorkerEngine(m);
-    try {
+    await withFormatModel(f, async (m, own) => {
       const template = compileTemplate(m.info.chatTemplate!);
       assert.equal(detectToolFamily(template.source), f);
       for (const t of detectToolFormat(template.source).triggers.tokens) {
         assert.equal(tokenizeText(m, t, false).length, 1, `${f}: ${t} is one token`);
       }
       const c = CASES.find((x) => x.family === f)!;
-      const plan = planChat(
-        m,
+      const { plan } = await forcedCall(
+        { label: `${f} make-model`, syntax: c.syntax },
         template,
-        conversation({ type: "required" }),
-        {
-          sampling: { ...defaultSampling(), seed: 6 },
-          stop: [],
-          ignoreEos: false,
-          maxTokens: MAX_TOKENS,
-        },
-        { addGenerationPrompt: true },
+        { model: m, engine: own },
+        { seed: 6, toolChoice: { type: "required" } },
       );
-      const events: GenEvent[] = [];
-      for await (const ev of own.submit(plan.req)) events.push(ev);
-      const raw = events.map((e) => (e.type === "text" ? e.text : "")).join("");
-      assert.match(raw, c.syntax, `${f}: ${JSON.stringify(raw)}`);
-      const again = (async function* () {
-        yield* events;
-      })();
-      const reply = await collectReply(chatReply(again, plan));
-      assert.equal(reply.end?.finishReason, "tool_calls");
-      for (const k of reply.calls) assertValidCall(k.name, k.arguments, `${f} make-model`);
-    } finally {
-      own.close();
-    }
+      // No reasoning is open: the raw text is the call alone.
+      assert.ok(!plan.reasoningOpen, f);
+    });
   });
 }
 
 Deno.test("reasoning that ends in a possible marker comes before the answer", async () => {
-  const template = compileTemplate(source("Qwen3.5-4B.jinja"));
+  const template = compileTemplate(bundledTemplate("Qwen3.5-4B.jinja"));
   const plan = planChat(
     model,
     template,
