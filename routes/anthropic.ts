@@ -47,6 +47,7 @@ import type { ServerState } from "./state.ts";
 import { anthropicError, anthropicTurnError, parseBody } from "./errors.ts";
 import { noteIgnored, noteRelaxed } from "./ignored.ts";
 import { KEEPALIVE_MS, sseResponse } from "./sse.ts";
+import { mountRoutes, routesOf, SERVE_ROUTES } from "./table.ts";
 
 /** The real API's request size limit for Messages. */
 const MAX_BODY_BYTES = 32 * 1024 * 1024;
@@ -85,12 +86,17 @@ const countSchema = z.looseObject(conversationFields);
 type CountBody = z.output<typeof countSchema>;
 type CreateBody = z.output<typeof createSchema>;
 
+/** The Messages routes (routes/table.ts, group `anthropic`) on their own app. */
 export function anthropicRoutes(state: ServerState): Hono {
-  const app = new Hono();
+  return mountRoutes(new Hono(), routesOf(SERVE_ROUTES, "anthropic"), anthropicHandlers(state));
+}
+
+/** The handlers (and the body limit) of the `anthropic` rows of routes/table.ts. */
+export function anthropicHandlers(state: ServerState) {
   const badRequest = (_status: number, message: string) =>
     anthropicError(400, "invalid_request_error", message);
 
-  const limit = bodyLimit({
+  const messagesBodyLimit = bodyLimit({
     maxSize: MAX_BODY_BYTES,
     onError: () =>
       anthropicError(
@@ -99,9 +105,6 @@ export function anthropicRoutes(state: ServerState): Hono {
         `request body is larger than ${MAX_BODY_BYTES} bytes`,
       ),
   });
-  app.use("/v1/messages", limit);
-  app.use("/v1/messages/*", limit);
-
   /** The planned turn for a request (Messages and count_tokens plan alike, so counts agree). */
   async function planFor(
     c: Context,
@@ -154,15 +157,15 @@ export function anthropicRoutes(state: ServerState): Hono {
     return planned;
   }
 
-  app.post("/v1/messages/count_tokens", async (c) => {
+  const countTokens = async (c: Context) => {
     const body = await parseBody(c, countSchema, badRequest);
     if (!body.ok) return body.response;
     const planned = await planFor(c, body.data);
     if (!planned.ok) return anthropicTurnError(planned.error);
     return c.json({ input_tokens: planned.value.plan.prompt.length });
-  });
+  };
 
-  app.post("/v1/messages", async (c) => {
+  const createMessage = async (c: Context) => {
     const body = await parseBody(c, createSchema, badRequest);
     if (!body.ok) return body.response;
     const b = body.data;
@@ -207,9 +210,9 @@ export function anthropicRoutes(state: ServerState): Hono {
     };
     log(response);
     return c.json(response);
-  });
+  };
 
-  return app;
+  return { messagesBodyLimit, countTokens, createMessage };
 }
 
 function usage(promptTokens: number, cachedTokens: number, outputTokens: number) {

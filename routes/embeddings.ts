@@ -6,15 +6,15 @@
  *
  * @example
  * ```ts
- * import { embeddingsRoutes } from "./embeddings.ts";
- * app.route("/", embeddingsRoutes(state));
+ * import { embeddingsHandlers } from "./embeddings.ts";
+ * mountRoutes(app, routesOf(SERVE_ROUTES, "embeddings"), embeddingsHandlers(state)); // routes/table.ts
  * // POST /v1/embeddings {"input": ["hello", "world"]}
  * // -> {"object":"list","data":[{"object":"embedding","index":0,"embedding":[...]}, ...],
  * //     "model":"hearth-tiny","usage":{"prompt_tokens":4,"total_tokens":4}}
  * ```
  * @module
  */
-import { Hono } from "hono";
+import type { Context } from "hono";
 import { z } from "zod";
 import { createEmbedder, type Embedder, type EmbedderOptions } from "../lib/engine/embeddings.ts";
 import { isRefusal, type Scheduler } from "../lib/engine/scheduler.ts";
@@ -48,8 +48,8 @@ const embeddingSchema = z.strictObject({
 
 type EmbeddingBody = z.output<typeof embeddingSchema>;
 
-export function embeddingsRoutes(state: ServerState, opts: EmbedderOptions = {}): Hono {
-  const app = new Hono();
+/** The handler of the `embeddings` row of routes/table.ts. */
+export function embeddingsHandlers(state: ServerState, opts: EmbedderOptions = {}) {
   // One embedder (and so one extra llama.cpp context) per engine, made on the first request:
   // servers that never embed pay nothing, and a reloaded engine gets a fresh one.
   let current: { engine: Scheduler; embedder: Embedder } | undefined;
@@ -61,7 +61,7 @@ export function embeddingsRoutes(state: ServerState, opts: EmbedderOptions = {})
     return current.embedder;
   };
 
-  app.post("/v1/embeddings", async (c) => {
+  const createEmbeddings = async (c: Context) => {
     const body = await parseBody(c, embeddingSchema);
     if (!body.ok) return body.response;
     const b = body.data;
@@ -100,9 +100,9 @@ export function embeddingsRoutes(state: ServerState, opts: EmbedderOptions = {})
       model: state.modelId,
       usage: { prompt_tokens: tokens, total_tokens: tokens },
     });
-  });
+  };
 
-  return app;
+  return { createEmbeddings };
 }
 
 /** Every input as token ids, checked against the vocabulary (an `invalid` refusal if not). */

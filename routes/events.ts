@@ -39,6 +39,7 @@ import {
   type Outlet,
   PING_DATA,
 } from "../lib/events/fanout.ts";
+import { mountRoutes, routesOf, SERVE_ROUTES } from "./table.ts";
 
 export type EventRouteOptions = FanoutOptions & {
   /** Reconnection delay announced to SSE clients (`retry:`), ms (default 3000). */
@@ -101,7 +102,13 @@ function methodNotAllowed(c: Context, allow: string): Response {
   return c.json({ error: "METHOD_NOT_ALLOWED" }, 405, { allow });
 }
 
+/** The channel's routes (routes/table.ts, group `events`) on their own app. */
 export function eventRoutes(bus: EventBus, opts: EventRouteOptions = {}): Hono {
+  return mountRoutes(new Hono(), routesOf(SERVE_ROUTES, "events"), eventHandlers(bus, opts));
+}
+
+/** The handlers of the `events` rows of routes/table.ts. */
+export function eventHandlers(bus: EventBus, opts: EventRouteOptions = {}) {
   let fanout = opts.fanout;
   if (fanout) {
     if (fanout.bus !== bus) throw new Error("eventRoutes: the fanout was made for another bus");
@@ -143,9 +150,7 @@ export function eventRoutes(bus: EventBus, opts: EventRouteOptions = {}): Hono {
   const cursorOf = (c: Context) =>
     parseCursor(c.req.header("last-event-id"), c.req.query("lastEventId"));
 
-  const app = new Hono();
-
-  app.get("/api/events", (c) => {
+  const eventStream = (c: Context) => {
     // Hono answers HEAD through the GET handler and throws the body away: no listener for it.
     if (c.req.method === "HEAD") {
       return new Response(null, { headers: { ...SSE_HEADERS, connection: "keep-alive" } });
@@ -177,9 +182,9 @@ export function eventRoutes(bus: EventBus, opts: EventRouteOptions = {}): Hono {
       },
     });
     return stream.response;
-  });
+  };
 
-  app.get("/ws", (c) => {
+  const eventSocket = (c: Context) => {
     if (c.req.header("upgrade")?.toLowerCase() !== "websocket") {
       return c.json({ error: "WEBSOCKET_UPGRADE_REQUIRED" }, 400);
     }
@@ -216,9 +221,12 @@ export function eventRoutes(bus: EventBus, opts: EventRouteOptions = {}): Hono {
       ws.close(1003, "the event channel accepts no messages");
     };
     return response;
-  });
+  };
 
-  app.all("/api/events", (c) => methodNotAllowed(c, "GET, HEAD"));
-  app.all("/ws", (c) => methodNotAllowed(c, "GET"));
-  return app;
+  return {
+    eventStream,
+    eventSocket,
+    eventsMethodNotAllowed: (c: Context) => methodNotAllowed(c, "GET, HEAD"),
+    socketMethodNotAllowed: (c: Context) => methodNotAllowed(c, "GET"),
+  };
 }

@@ -23,6 +23,7 @@ import {
 } from "../lib/agents/goals.ts";
 import type { AgentService } from "../lib/agents/sessions.ts";
 import { apiError, body, guard } from "./sessions.ts";
+import { mountRoutes, type ParamContext, routesOf, SERVE_ROUTES } from "./table.ts";
 
 const noNul = (t: string) => !t.includes("\0");
 const maxTurns = z.number().int().min(1).max(MAX_GOAL_TURNS);
@@ -54,49 +55,67 @@ async function optionalBody<S extends z.ZodType>(c: Context, schema: S) {
   return await body(c, schema);
 }
 
+/** The goal routes (routes/table.ts, group `goals`) on their own app. */
 export function goalRoutes(goals: Goals, service: AgentService): Hono {
-  const app = new Hono();
-  const prefix = "/api/sessions/:id/goal";
+  const app = mountRoutes(
+    new Hono(),
+    routesOf(SERVE_ROUTES, "goals"),
+    goalHandlers(goals, service),
+  );
+  app.notFound((c) => apiError(c, 404, "NOT_FOUND", `no route for ${c.req.method} ${c.req.path}`));
+  return app;
+}
 
-  app.post(prefix, (c) =>
+/** The handlers of the `goals` rows of routes/table.ts. */
+export function goalHandlers(goals: Goals, service: AgentService) {
+  const createGoal = (c: ParamContext<"id">) =>
     guard(c, async () => {
       const id = c.req.param("id");
       service.getSession(id); // 404 before 400: the session is the resource
       const b = await body(c, createSchema);
       if (!b.ok) return b.response;
       return c.json(goals.create(id, b.data), 201);
-    }));
+    });
 
-  app.get(prefix, (c) => guard(c, () => c.json(goals.get(c.req.param("id")))));
+  const getGoal = (c: ParamContext<"id">) => guard(c, () => c.json(goals.get(c.req.param("id"))));
 
-  app.post(`${prefix}/pause`, (c) => guard(c, () => c.json(goals.pause(c.req.param("id")))));
+  const pauseGoal = (c: ParamContext<"id">) =>
+    guard(c, () => c.json(goals.pause(c.req.param("id"))));
 
-  app.post(`${prefix}/resume`, (c) =>
+  const resumeGoal = (c: ParamContext<"id">) =>
     guard(c, async () => {
       service.getSession(c.req.param("id"));
       const b = await optionalBody(c, resumeSchema);
       if (!b.ok) return b.response;
       return c.json(goals.resume(c.req.param("id"), b.data));
-    }));
+    });
 
-  app.post(`${prefix}/cancel`, (c) =>
+  const cancelGoal = (c: ParamContext<"id">) =>
     guard(c, async () => {
       service.getSession(c.req.param("id"));
       const b = await optionalBody(c, cancelSchema);
       if (!b.ok) return b.response;
       return c.json(goals.cancel(c.req.param("id"), b.data.reason));
-    }));
+    });
 
-  app.post(`${prefix}/done`, (c) => guard(c, () => c.json(goals.done(c.req.param("id")))));
+  const finishGoal = (c: ParamContext<"id">) =>
+    guard(c, () => c.json(goals.done(c.req.param("id"))));
 
-  app.post(`${prefix}/checkpoint`, (c) =>
+  const checkpointGoal = (c: ParamContext<"id">) =>
     guard(c, async () => {
       service.getSession(c.req.param("id"));
       const b = await body(c, checkpointSchema);
       if (!b.ok) return b.response;
       return c.json(goals.checkpoint(c.req.param("id"), b.data));
-    }));
+    });
 
-  app.notFound((c) => apiError(c, 404, "NOT_FOUND", `no route for ${c.req.method} ${c.req.path}`));
-  return app;
+  return {
+    createGoal,
+    getGoal,
+    pauseGoal,
+    resumeGoal,
+    cancelGoal,
+    finishGoal,
+    checkpointGoal,
+  };
 }

@@ -17,11 +17,13 @@
  * ```
  * @module
  */
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
+import { routePath } from "hono/route";
 import { sseStream, type SseWriter } from "./sse.ts";
 import { apiKeyGuard } from "./auth.ts";
 import type { WorkerWatcher } from "../lib/manager/instances.ts";
-import { loadUiAssets, MANAGER_PAGES, uiRoutes } from "./ui.ts";
+import { loadUiAssets, MANAGER_PAGES, uiHandlers } from "./ui.ts";
+import { type Handlers, MANAGER_ROUTES, mountRoutes, onPaths, routesOf } from "./table.ts";
 
 export type ManagerRouteOptions = {
   /** Protects every route but `/health` and the page. */
@@ -39,20 +41,37 @@ const PING_MS = 15_000;
 /** The routes, plus `close()` to end open event streams (a server shuts down only after them). */
 export type ManagerApp = Hono & { close(): void };
 
-const PAGE_PATHS = new Set(MANAGER_PAGES.map((p) => `/${p.path}`));
-const isUiPath = (path: string) => PAGE_PATHS.has(path) || path.startsWith("/assets/");
+const UI_ROWS = routesOf(MANAGER_ROUTES, "ui");
+const isUiPath = onPaths(UI_ROWS);
 
+/** The manager's routes (routes/table.ts, `MANAGER_ROUTES`) on its app. */
 export function managerRoutes(
   watchers: readonly WorkerWatcher[],
   opts: ManagerRouteOptions = {},
 ): ManagerApp {
-  const app = new Hono();
+  const { handlers, close } = managerHandlers(watchers, opts);
+  const app = mountRoutes(new Hono(), MANAGER_ROUTES, handlers);
+  app.notFound((c) =>
+    c.json({ error: "NOT_FOUND", message: `no route for ${c.req.method} ${c.req.path}` }, 404)
+  );
+  app.onError((err, c) => {
+    console.error(`hearth: ${c.req.method} ${c.req.path} failed:`, err);
+    return c.json({ error: "INTERNAL", message: `internal error: ${err.message}` }, 500);
+  });
+  return Object.assign(app, { close });
+}
+
+/** The handlers of `MANAGER_ROUTES`, and `close()` to end open event streams. */
+export function managerHandlers(
+  watchers: readonly WorkerWatcher[],
+  opts: ManagerRouteOptions = {},
+): { handlers: Handlers; close(): void } {
   const document = () => ({ instances: watchers.map((w) => w.snapshot()) });
   // The UI files are read on the first page request, so a manager nobody looks at reads none.
-  let ui: Promise<Hono> | undefined;
-  const uiApp = () =>
+  let ui: Promise<ReturnType<typeof uiHandlers>> | undefined;
+  const uiOf = () =>
     ui ??= loadUiAssets().then(
-      (assets) => uiRoutes(assets, { pages: MANAGER_PAGES }),
+      (assets) => uiHandlers(assets, { pages: MANAGER_PAGES }, "", UI_ROWS),
       (e) => {
         ui = undefined;
         throw e;
@@ -61,19 +80,16 @@ export function managerRoutes(
   const streams = new Set<() => void>();
   let closing = false;
 
-  app.use(
-    "*",
-    apiKeyGuard({
-      key: opts.apiKey,
-      open: (c) =>
-        c.req.path === "/health" ||
-        ((c.req.method === "GET" || c.req.method === "HEAD") && isUiPath(c.req.path)),
-      deny: (c, message) => c.json({ error: "UNAUTHORIZED", message }, 401),
-    }),
-  );
-  app.get("/health", (c) => c.json({ status: "ok", workers: watchers.length }));
-  app.get("/api/manager/instances", (c) => c.json(document()));
-  app.get("/api/manager/events", (c) => {
+  const managerKeyGuard = apiKeyGuard({
+    key: opts.apiKey,
+    open: (c) =>
+      c.req.path === "/health" ||
+      ((c.req.method === "GET" || c.req.method === "HEAD") && isUiPath(c.req.path)),
+    deny: (c, message) => c.json({ error: "UNAUTHORIZED", message }, 401),
+  });
+  const managerHealth = (c: Context) => c.json({ status: "ok", workers: watchers.length });
+  const listInstances = (c: Context) => c.json(document());
+  const instanceEvents = (c: Context) => {
     if (closing) {
       return c.json({ error: "SHUTTING_DOWN", message: "the manager is shutting down" }, 503);
     }
@@ -107,30 +123,29 @@ export function managerRoutes(
       },
     });
     return response;
-  });
-  app.on(["GET", "HEAD"], [...PAGE_PATHS, "/assets/*"], async (c) => {
-    return (await uiApp()).fetch(c.req.raw);
-  });
-  for (const path of ["/health", "/api/manager/instances", "/api/manager/events"]) {
-    app.all(
-      path,
-      (c) =>
-        c.json({ error: "METHOD_NOT_ALLOWED", message: `${c.req.method} ${path}: use GET` }, 405, {
-          allow: "GET",
-        }),
+  };
+  const uiPage = async (c: Context) => (await uiOf()).uiPage(c);
+  const uiAsset = async (c: Context) => (await uiOf()).uiAsset(c);
+  // Its own path in the message: every row it answers is a plain path.
+  const getOnly = (c: Context) =>
+    c.json(
+      { error: "METHOD_NOT_ALLOWED", message: `${c.req.method} ${routePath(c)}: use GET` },
+      405,
+      { allow: "GET" },
     );
-  }
-  app.notFound((c) =>
-    c.json({ error: "NOT_FOUND", message: `no route for ${c.req.method} ${c.req.path}` }, 404)
-  );
-  app.onError((err, c) => {
-    console.error(`hearth: ${c.req.method} ${c.req.path} failed:`, err);
-    return c.json({ error: "INTERNAL", message: `internal error: ${err.message}` }, 500);
-  });
-  return Object.assign(app, {
+  return {
+    handlers: {
+      managerKeyGuard,
+      managerHealth,
+      listInstances,
+      instanceEvents,
+      uiPage,
+      uiAsset,
+      getOnly,
+    },
     close() {
       closing = true;
       for (const end of [...streams]) end();
     },
-  });
+  };
 }

@@ -29,6 +29,7 @@ import {
 } from "../lib/agents/memory.ts";
 import { parseBody } from "./errors.ts";
 import { apiError } from "./sessions.ts";
+import { mountRoutes, type ParamContext, routesOf, SERVE_ROUTES } from "./table.ts";
 
 // Size and NUL are the memory's rules (413 vs 400), so the schema checks only the shape.
 const putSchema = z.strictObject({ text: z.string() });
@@ -49,13 +50,26 @@ async function guard(c: Context, f: () => Promise<Response> | Response): Promise
   }
 }
 
+/** The memory routes (routes/table.ts, group `memory`) on their own app. */
 export function memoryRoutes(memory: Memory): Hono {
-  const app = new Hono();
+  const app = mountRoutes(new Hono(), routesOf(SERVE_ROUTES, "memory"), memoryHandlers(memory));
+  // Used when this router serves requests itself (the app may mount it with its own handlers).
+  app.notFound((c) => apiError(c, 404, "NOT_FOUND", `no route for ${c.req.method} ${c.req.path}`));
+  app.onError((err, c) => {
+    console.error(`hearth: ${c.req.method} ${c.req.path} failed:`, err);
+    return apiError(c, 500, "INTERNAL", `internal error: ${err.message}`);
+  });
+  return app;
+}
 
-  app.get("/api/memory", (c) => c.json({ notes: memory.list() }));
+/**
+ * The handlers of the `memory` rows of routes/table.ts. The table puts `search` before `:name`,
+ * which would otherwise take "search" as a name (also reserved).
+ */
+export function memoryHandlers(memory: Memory) {
+  const listNotes = (c: Context) => c.json({ notes: memory.list() });
 
-  // Before `/api/memory/:name`, which would otherwise take "search" as a name (also reserved).
-  app.get("/api/memory/search", (c) =>
+  const searchNotes = (c: Context) =>
     guard(c, () => {
       const q = c.req.query("q");
       if (q === undefined || q.trim() === "") {
@@ -75,47 +89,40 @@ export function memoryRoutes(memory: Memory): Hono {
         }
       }
       return c.json({ query: q, hits: memory.search(q, limit) });
-    }));
+    });
 
-  app.get("/api/memory/:name", (c) => guard(c, () => c.json(memory.get(c.req.param("name")))));
+  const getNote = (c: ParamContext<"name">) =>
+    guard(c, () => c.json(memory.get(c.req.param("name"))));
 
-  app.put(
-    "/api/memory/:name",
-    bodyLimit({
-      maxSize: MAX_BODY_BYTES,
-      onError: (c) =>
-        apiError(
-          c,
-          413,
-          "TOO_LARGE",
-          `request body is over ${MAX_BODY_BYTES} bytes; a note holds at most ${MAX_NOTE_BYTES}`,
-        ),
-    }),
-    (c) =>
-      guard(c, async () => {
-        const name = noteName(c.req.param("name")); // a bad name is the first thing to report
-        const b = await parseBody(
-          c,
-          putSchema,
-          (status, message) => apiError(c, status, "BAD_REQUEST", message),
-        );
-        if (!b.ok) return b.response;
-        const { note, created } = memory.put(name, b.data.text);
-        return c.json(note, created ? 201 : 200);
-      }),
-  );
+  const noteBodyLimit = bodyLimit({
+    maxSize: MAX_BODY_BYTES,
+    onError: (c) =>
+      apiError(
+        c,
+        413,
+        "TOO_LARGE",
+        `request body is over ${MAX_BODY_BYTES} bytes; a note holds at most ${MAX_NOTE_BYTES}`,
+      ),
+  });
 
-  app.delete("/api/memory/:name", (c) =>
+  const putNote = (c: ParamContext<"name">) =>
+    guard(c, async () => {
+      const name = noteName(c.req.param("name")); // a bad name is the first thing to report
+      const b = await parseBody(
+        c,
+        putSchema,
+        (status, message) => apiError(c, status, "BAD_REQUEST", message),
+      );
+      if (!b.ok) return b.response;
+      const { note, created } = memory.put(name, b.data.text);
+      return c.json(note, created ? 201 : 200);
+    });
+
+  const deleteNote = (c: ParamContext<"name">) =>
     guard(c, () => {
       memory.remove(c.req.param("name"));
       return c.body(null, 204);
-    }));
+    });
 
-  // Used when this router serves requests itself (the app may mount it with its own handlers).
-  app.notFound((c) => apiError(c, 404, "NOT_FOUND", `no route for ${c.req.method} ${c.req.path}`));
-  app.onError((err, c) => {
-    console.error(`hearth: ${c.req.method} ${c.req.path} failed:`, err);
-    return apiError(c, 500, "INTERNAL", `internal error: ${err.message}`);
-  });
-  return app;
+  return { listNotes, searchNotes, getNote, noteBodyLimit, putNote, deleteNote };
 }

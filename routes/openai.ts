@@ -1,19 +1,19 @@
 /**
  * OpenAI-style routes: `GET /v1/models` and `POST /v1/completions` (plain and streamed, with
  * `logprobs` and `echo` as lm-evaluation-harness uses them); `POST /v1/chat/completions` lives
- * in `openai_chat.ts` and is mounted here. Requests are validated with Zod (unknown fields are
+ * in `openai_chat.ts`. Requests are validated with Zod (unknown fields are
  * accepted and named in `x-hearth-ignored-fields`), turned into engine jobs (one per prompt ×
  * `n`), and the engine's events are shaped into OpenAI objects or `data:` chunks ending in
  * `[DONE]`.
  *
  * @example
  * ```ts
- * import { openaiRoutes } from "./openai.ts";
- * app.route("/", openaiRoutes(state));
+ * import { openaiHandlers } from "./openai.ts";
+ * mountRoutes(app, routesOf(SERVE_ROUTES, "openai"), openaiHandlers(state)); // routes/table.ts
  * ```
  * @module
  */
-import { type Context, Hono } from "hono";
+import type { Context } from "hono";
 import { z } from "zod";
 import {
   type FinishReason,
@@ -68,10 +68,9 @@ type Usage = {
   prompt_tokens_details: { cached_tokens: number };
 };
 
-export function openaiRoutes(state: ServerState): Hono {
-  const app = new Hono();
-
-  app.get("/v1/models", (c) =>
+/** The handlers of the `openai` rows of routes/table.ts. */
+export function openaiHandlers(state: ServerState) {
+  const listModels = (c: Context) =>
     c.json({
       object: "list",
       data: [{
@@ -81,18 +80,18 @@ export function openaiRoutes(state: ServerState): Hono {
         owned_by: "hearth",
         max_model_len: state.engine?.model.nCtxSeq ?? null,
       }],
-    }));
+    });
 
-  app.post("/v1/completions", async (c) => {
+  const createCompletion = async (c: Context) => {
     const body = await parseBody(c, completionSchema);
     if (!body.ok) return body.response;
     const b = body.data;
     const bad = unsupportedCompletionField(b);
     if (bad) return openaiError(c, 400, bad.message, { param: bad.param });
     return await complete(c, state, b);
-  });
+  };
 
-  return app;
+  return { listModels, createCompletion };
 }
 
 function unsupportedCompletionField(

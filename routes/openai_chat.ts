@@ -7,12 +7,12 @@
  *
  * @example
  * ```ts
- * import { chatCompletionsRoutes } from "./openai_chat.ts";
- * app.route("/", chatCompletionsRoutes(state));
+ * import { chatCompletionHandlers } from "./openai_chat.ts";
+ * mountRoutes(app, routesOf(SERVE_ROUTES, "chat"), chatCompletionHandlers(state)); // routes/table.ts
  * ```
  * @module
  */
-import { type Context, Hono } from "hono";
+import type { Context } from "hono";
 import { z } from "zod";
 import { type ChatEvent, collectReply, effortBudget } from "../lib/chat/generation.ts";
 import { chatLogprobs, type TokenLogprob } from "../lib/chat/logprobs.ts";
@@ -88,14 +88,14 @@ const chatSchema = z.looseObject({
 
 type ChatBody = z.output<typeof chatSchema>;
 
-export function chatCompletionsRoutes(state: ServerState): Hono {
-  const app = new Hono();
-  app.post("/v1/chat/completions", async (c) => {
+/** The handler of the `chat` row of routes/table.ts. */
+export function chatCompletionHandlers(state: ServerState) {
+  const createChatCompletion = async (c: Context) => {
     const body = await parseBody(c, chatSchema);
     if (!body.ok) return body.response;
     return await chat(c, state, body.data);
-  });
-  return app;
+  };
+  return { createChatCompletion };
 }
 
 function badField(b: ChatBody): { message: string; param: string } | undefined {

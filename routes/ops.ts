@@ -4,28 +4,29 @@
  * `GET /metrics` (Prometheus text).
  *
  * @example
- * ```ts
- * import { opsRoutes } from "./ops.ts";
- * app.route("/", opsRoutes(state));
+ * ```ts ignore
+ * import { opsHandlers } from "./ops.ts";
+ * import { mountRoutes, routesOf, SERVE_ROUTES } from "./table.ts";
+ * mountRoutes(app, routesOf(SERVE_ROUTES, "ops"), opsHandlers(state));
  * ```
  * @module
  */
 import { HEARTH_SAMPLING_DEFAULTS, type SamplingDefaults } from "../lib/engine/sampling.ts";
-import { Hono } from "hono";
+import type { Context } from "hono";
 import { renderMetrics } from "../lib/engine/metrics.ts";
 import type { PromptCacheStats, TierStats } from "../lib/engine/prompt_cache.ts";
 import type { ServerState } from "./state.ts";
 
-export function opsRoutes(state: ServerState): Hono {
-  const app = new Hono();
-  app.get("/health", (c) => {
+/** The handlers of the `ops` rows of routes/table.ts. */
+export function opsHandlers(state: ServerState) {
+  const health = (c: Context) => {
     // MCP servers are listed only where configured; one that is down never makes the server unhealthy.
     const mcp = state.mcp ? { mcp: state.mcp.states() } : {};
     if (state.engine) return c.json({ status: "ok", ...mcp });
     if (state.loadError) return c.json({ status: "error", error: state.loadError }, 503);
     return c.json({ status: "loading" }, 503);
-  });
-  app.get("/props", (c) => {
+  };
+  const props = (c: Context) => {
     const e = state.engine;
     if (!e) return c.json({ status: "loading" }, 503);
     const m = e.model;
@@ -78,19 +79,16 @@ export function opsRoutes(state: ServerState): Hono {
         memory_free: d.memoryFree,
       })),
     });
-  });
-  app.get(
-    "/metrics",
-    (c) =>
-      c.text(
-        renderMetrics(state.metrics, state.engine?.stats(), undefined, state.channel?.()),
-        200,
-        {
-          "content-type": "text/plain; version=0.0.4; charset=utf-8",
-        },
-      ),
-  );
-  return app;
+  };
+  const metrics = (c: Context) =>
+    c.text(
+      renderMetrics(state.metrics, state.engine?.stats(), undefined, state.channel?.()),
+      200,
+      {
+        "content-type": "text/plain; version=0.0.4; charset=utf-8",
+      },
+    );
+  return { health, props, metrics };
 }
 
 /** The prompt cache's tiers in /props (null when it is off). */

@@ -13,12 +13,11 @@
  * ```
  * @module
  */
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import { z } from "zod";
 import type { ServerState } from "./state.ts";
 import {
   exportPrefill,
-  PD_PATH,
   PD_TOKEN_HEADER,
   PD_TOKENS_HEADER,
   type PdConfig,
@@ -27,21 +26,38 @@ import {
 } from "../lib/engine/pd.ts";
 import { isRefusal } from "../lib/engine/scheduler.ts";
 import { openaiError, parseBody } from "./errors.ts";
+import { mountRoutes, routesOf, SERVE_ROUTES } from "./table.ts";
 
 const bodySchema = z.strictObject({
   fingerprint: z.string(),
   tokens: z.array(z.number().int().min(0)).min(1),
 });
 
-/** `counters` (shown in `/props`): prompts served, and failed with the last reason. */
+/**
+ * The prefill route (routes/table.ts, group `pd`) on its own app, which `createApp` mounts.
+ * `counters` (shown in `/props`): prompts served, and failed with the last reason.
+ */
 export function pdRoutes(
   state: ServerState,
   cfg: PdConfig,
   counters: PdStats,
   fingerprint: () => Promise<string>,
 ): Hono {
-  const app = new Hono();
-  app.post(PD_PATH, async (c) => {
+  return mountRoutes(
+    new Hono(),
+    routesOf(SERVE_ROUTES, "pd"),
+    pdHandlers(state, cfg, counters, fingerprint),
+  );
+}
+
+/** The handler of the `pd` row of routes/table.ts (its path is PD_PATH). */
+export function pdHandlers(
+  state: ServerState,
+  cfg: PdConfig,
+  counters: PdStats,
+  fingerprint: () => Promise<string>,
+) {
+  const prefill = async (c: Context) => {
     if (cfg.token && !tokenMatches(c.req.header(PD_TOKEN_HEADER), cfg.token)) {
       return openaiError(c, 401, `missing or wrong ${PD_TOKEN_HEADER}`, {
         type: "authentication_error",
@@ -79,6 +95,6 @@ export function pdRoutes(
       }
       return openaiError(c, 500, `prefill failed: ${(e as Error).message}`);
     }
-  });
-  return app;
+  };
+  return { prefill };
 }

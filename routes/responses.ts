@@ -6,13 +6,13 @@
  *
  * @example
  * ```ts
- * import { responsesRoutes } from "./responses.ts";
- * app.route("/", responsesRoutes(state));
+ * import { responsesHandlers } from "./responses.ts";
+ * mountRoutes(app, routesOf(SERVE_ROUTES, "responses"), responsesHandlers(state)); // routes/table.ts
  * // curl localhost:8000/v1/responses -d '{"model":"hearth-demo","input":"Hi"}'
  * ```
  * @module
  */
-import { type Context, Hono } from "hono";
+import type { Context } from "hono";
 import { z } from "zod";
 import { compileConstraint, isConstraintError, jsonObjectGbnf } from "../lib/constrain/mod.ts";
 import { chatInputError } from "../lib/chat/conversation.ts";
@@ -32,6 +32,7 @@ import { collectLoop, type LoopEvent } from "../lib/chat/tool_loop.ts";
 import { planTurn, startTurn, turnError, turnReady } from "../lib/chat/turn.ts";
 import type { ServerState } from "./state.ts";
 import { openaiError, openaiTurnError, parseBody } from "./errors.ts";
+import type { ParamContext } from "./table.ts";
 import { noteIgnored, noteRelaxed } from "./ignored.ts";
 import { modelNotFound, toSampling } from "./openai_common.ts";
 import { KEEPALIVE_MS, sseResponse } from "./sse.ts";
@@ -71,27 +72,27 @@ const responsesSchema = z.looseObject({
 
 type ResponsesBody = z.output<typeof responsesSchema>;
 
-export function responsesRoutes(state: ServerState): Hono {
-  const app = new Hono();
+/** The handlers of the `responses` rows of routes/table.ts. */
+export function responsesHandlers(state: ServerState) {
   let store: ResponseStore | undefined;
   const storeOf = () =>
     store ??= createResponseStore(
       `${state.dataDir ?? `${Deno.env.get("HOME") ?? "/tmp"}/.cache/hearth`}/responses`,
     );
 
-  app.post("/v1/responses", async (c) => {
+  const createResponse = async (c: Context) => {
     const body = await parseBody(c, responsesSchema);
     if (!body.ok) return body.response;
     return await respond(c, state, storeOf(), body.data);
-  });
+  };
 
-  app.get("/v1/responses/:id", async (c) => {
+  const getResponse = async (c: ParamContext<"id">) => {
     const found = await storeOf().get(c.req.param("id"));
     if (!found) return notFound(c, c.req.param("id"), "id");
     return c.json(found.response);
-  });
+  };
 
-  app.get("/v1/responses/:id/input_items", async (c) => {
+  const listInputItems = async (c: ParamContext<"id">) => {
     const found = await storeOf().get(c.req.param("id"));
     if (!found) return notFound(c, c.req.param("id"), "id");
     const data = found.items.map((it, i) => ({ id: it.id ?? `item_${i}`, ...it }));
@@ -102,14 +103,14 @@ export function responsesRoutes(state: ServerState): Hono {
       last_id: data.at(-1)?.id ?? null,
       has_more: false,
     });
-  });
+  };
 
-  app.delete("/v1/responses/:id", async (c) => {
+  const deleteResponse = async (c: ParamContext<"id">) => {
     const id = c.req.param("id");
     if (!(await storeOf().delete(id))) return notFound(c, id, "id");
     return c.json({ id, object: "response", deleted: true });
-  });
-  return app;
+  };
+  return { createResponse, getResponse, listInputItems, deleteResponse };
 }
 
 function notFound(c: Context, id: string, param: string): Response {

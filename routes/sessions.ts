@@ -25,6 +25,7 @@ import {
   publicAgents,
 } from "../lib/agents/sessions.ts";
 import { parseBody, type Parsed } from "./errors.ts";
+import { mountRoutes, type ParamContext, routesOf, SERVE_ROUTES } from "./table.ts";
 
 const encoder = new TextEncoder();
 // A prompt may travel as one argv string: no NUL, and within Linux's 128 KiB per argument.
@@ -70,53 +71,60 @@ export function body<S extends z.ZodType>(c: Context, schema: S): Promise<Parsed
   return parseBody(c, schema, (status, message) => apiError(c, status, "BAD_REQUEST", message));
 }
 
+/** The session routes (routes/table.ts, group `sessions`) on their own app. */
 export function sessionRoutes(service: AgentService): Hono {
-  const app = new Hono();
+  const app = mountRoutes(new Hono(), routesOf(SERVE_ROUTES, "sessions"), sessionHandlers(service));
+  // Used when this router serves requests itself (the app may mount it with its own handlers).
+  app.notFound((c) => apiError(c, 404, "NOT_FOUND", `no route for ${c.req.method} ${c.req.path}`));
+  app.onError((err, c) => {
+    console.error(`hearth: ${c.req.method} ${c.req.path} failed:`, err);
+    return apiError(c, 500, "INTERNAL", `internal error: ${err.message}`);
+  });
+  return app;
+}
 
-  app.get("/api/agents", (c) => c.json({ agents: publicAgents(service.config) }));
+/** The handlers of the `sessions` rows of routes/table.ts. */
+export function sessionHandlers(service: AgentService) {
+  const listAgents = (c: Context) => c.json({ agents: publicAgents(service.config) });
 
-  app.post("/api/sessions", (c) =>
+  const createSession = (c: Context) =>
     guard(c, async () => {
       const b = await body(c, createSchema);
       if (!b.ok) return b.response;
       return c.json(await service.createSession(b.data), 201);
-    }));
+    });
 
-  app.get(
-    "/api/sessions",
-    (c) => c.json({ sessions: service.listSessions(), activeSessionId: service.activeSessionId() }),
-  );
+  const listSessions = (c: Context) =>
+    c.json({ sessions: service.listSessions(), activeSessionId: service.activeSessionId() });
 
-  app.get(
-    "/api/sessions/:id",
-    (c) => guard(c, () => c.json(service.getSession(c.req.param("id")))),
-  );
+  const getSession = (c: ParamContext<"id">) =>
+    guard(c, () => c.json(service.getSession(c.req.param("id"))));
 
-  app.delete("/api/sessions/:id", (c) =>
+  const deleteSession = (c: ParamContext<"id">) =>
     guard(c, async () => {
       await service.deleteSession(c.req.param("id"));
       return c.body(null, 204);
-    }));
+    });
 
-  app.post("/api/sessions/:id/messages", (c) =>
+  const sendMessage = (c: ParamContext<"id">) =>
     guard(c, async () => {
       const id = c.req.param("id");
       service.getSession(id); // 404 before 400: the session is the resource
       const b = await body(c, textSchema);
       if (!b.ok) return b.response;
       return c.json(service.sendMessage(id, b.data.text), 202);
-    }));
+    });
 
-  app.post("/api/sessions/:id/steer", (c) =>
+  const steerSession = (c: ParamContext<"id">) =>
     guard(c, async () => {
       const id = c.req.param("id");
       service.getSession(id);
       const b = await body(c, textSchema);
       if (!b.ok) return b.response;
       return c.json(await service.steer(id, b.data.text), 202);
-    }));
+    });
 
-  app.post("/api/sessions/:id/cancel", (c) =>
+  const cancelSession = (c: ParamContext<"id">) =>
     guard(c, async () => {
       const id = c.req.param("id");
       service.getSession(id);
@@ -128,33 +136,37 @@ export function sessionRoutes(service: AgentService): Hono {
         opts = b.data;
       }
       return c.json(service.cancel(id, opts), 202);
-    }));
+    });
 
-  app.post(
-    "/api/sessions/:id/activate",
-    (c) => guard(c, () => c.json(service.activate(c.req.param("id")))),
-  );
+  const activateSession = (c: ParamContext<"id">) =>
+    guard(c, () => c.json(service.activate(c.req.param("id"))));
 
-  app.post("/api/sessions/:id/schedule", (c) =>
+  const scheduleMessage = (c: ParamContext<"id">) =>
     guard(c, async () => {
       const id = c.req.param("id");
       service.getSession(id);
       const b = await body(c, scheduleSchema);
       if (!b.ok) return b.response;
       return c.json(service.schedule(id, b.data.delaySeconds, b.data.text), 202);
-    }));
+    });
 
-  app.get("/api/messages/latest", (c) =>
+  const latestMessage = (c: Context) =>
     guard(c, () => {
       const id = c.req.query("sessionId");
       return c.json(service.latestMessage(id === undefined || id === "" ? undefined : id));
-    }));
+    });
 
-  // Used when this router serves requests itself (the app may mount it with its own handlers).
-  app.notFound((c) => apiError(c, 404, "NOT_FOUND", `no route for ${c.req.method} ${c.req.path}`));
-  app.onError((err, c) => {
-    console.error(`hearth: ${c.req.method} ${c.req.path} failed:`, err);
-    return apiError(c, 500, "INTERNAL", `internal error: ${err.message}`);
-  });
-  return app;
+  return {
+    listAgents,
+    createSession,
+    listSessions,
+    getSession,
+    deleteSession,
+    sendMessage,
+    steerSession,
+    cancelSession,
+    activateSession,
+    scheduleMessage,
+    latestMessage,
+  };
 }

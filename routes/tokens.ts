@@ -8,12 +8,12 @@
  *
  * @example
  * ```ts
- * import { tokenRoutes } from "./tokens.ts";
- * app.route("/", tokenRoutes(state));
+ * import { tokenHandlers } from "./tokens.ts";
+ * mountRoutes(app, routesOf(SERVE_ROUTES, "tokens"), tokenHandlers(state)); // routes/table.ts
  * ```
  * @module
  */
-import { Hono } from "hono";
+import type { Context } from "hono";
 import { z } from "zod";
 import { chatCompletionsConversation } from "../lib/chat/openai_chat.ts";
 import { type ChatTurn, planTurn, turnError, type TurnResult } from "../lib/chat/turn.ts";
@@ -43,10 +43,9 @@ const detokenizeSchema = z.strictObject({
   skip_special_tokens: z.boolean().optional(),
 });
 
-export function tokenRoutes(state: ServerState): Hono {
-  const app = new Hono();
-
-  app.post("/tokenize", async (c) => {
+/** The handlers of the `tokens` rows of routes/table.ts. */
+export function tokenHandlers(state: ServerState) {
+  const tokenize = async (c: Context) => {
     const body = await parseBody(c, tokenizeSchema);
     if (!body.ok) return body.response;
     const b = body.data;
@@ -72,7 +71,7 @@ export function tokenRoutes(state: ServerState): Hono {
       max_model_len: m.nCtxSeq,
       ...(b.return_token_strs ? { token_strs: tokenStrings(m, tokens) } : {}),
     });
-  });
+  };
 
   function messagesTurn(
     messages: z.output<typeof messageSchema>[],
@@ -94,7 +93,7 @@ export function tokenRoutes(state: ServerState): Hono {
     });
   }
 
-  app.post("/detokenize", async (c) => {
+  const detokenize = async (c: Context) => {
     const body = await parseBody(c, detokenizeSchema);
     if (!body.ok) return body.response;
     const engine = state.engine;
@@ -113,7 +112,7 @@ export function tokenRoutes(state: ServerState): Hono {
       if (isRefusal(e)) return openaiError(c, 400, e.message, { param: "tokens" });
       throw e;
     }
-  });
+  };
 
-  return app;
+  return { tokenize, detokenize };
 }

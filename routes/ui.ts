@@ -1,6 +1,6 @@
 /**
  * The web UI's static files (`ui/`: HTML pages, ES modules, CSS), read once into memory with a
- * gzip copy and an ETag each, and served by {@link uiRoutes}: on the API port under `/ui/`, on
+ * gzip copy and an ETag each, and served by {@link uiHandlers}: on the API port under `/ui/`, on
  * `--ui-port` at the root (docs/ARCHITECTURE.md, "Web UI"), and by `hearth manager` for its one page. Pages use
  * relative asset paths (`./assets/...`), so the same files work under either prefix; API calls use
  * absolute paths (`/v1/...`), which the UI port hands to the API app in this process.
@@ -10,14 +10,23 @@
  *
  * @example
  * ```ts
- * import { loadUiAssets, uiRoutes, uiServerHandler } from "./ui.ts";
+ * import { loadUiAssets, mountUi, uiServerHandler } from "./ui.ts";
  * const assets = await loadUiAssets();
- * app.route("/ui", uiRoutes(assets, { pages: SERVER_PAGES }));
- * Deno.serve({ port: 8001 }, uiServerHandler(assets, app)); // UI at /, the API behind it
+ * mountUi(app, assets, { pages: SERVER_PAGES, json }); // the `ui` rows of routes/table.ts
+ * Deno.serve({ port: 8001 }, uiServerHandler(assets, app, opts)); // UI at /, the API behind it
  * ```
  * @module
  */
 import { type Context, Hono } from "hono";
+import { routePath } from "hono/route";
+import {
+  mountRoutes,
+  onPaths,
+  type Route,
+  routesOf,
+  SERVE_ROUTES,
+  UI_PORT_ROUTES,
+} from "./table.ts";
 
 export type UiAsset = {
   body: Uint8Array;
@@ -129,30 +138,51 @@ export type UiRouteOptions = {
   json?: Record<string, () => unknown>;
 };
 
-/** The pages, their assets and the JSON documents under `prefix` ("" or e.g. "/ui"). */
-export function uiRoutes(assets: UiAssets, opts: UiRouteOptions, prefix = ""): Hono {
-  const app = new Hono();
+/**
+ * The handlers of the `ui` rows of a route table (routes/table.ts), for the pages and documents of
+ * `opts` under `prefix` ("" or "/ui"): a page or document row serves the one at its own path. The
+ * rows and `opts` must name the same pages and documents (else this throws), so the table and
+ * {@link SERVER_PAGES} cannot drift apart.
+ */
+export function uiHandlers(
+  assets: UiAssets,
+  opts: UiRouteOptions,
+  prefix: string,
+  rows: readonly Route[],
+) {
+  const pages = new Map<string, UiAsset>();
   for (const page of opts.pages) {
     const asset = assets.get(page.file);
     if (!asset) throw new Error(`ui/${page.file} is missing`);
-    app.on(["GET", "HEAD"], `${prefix}/${page.path}`, (c) => send(c, asset));
+    pages.set(`${prefix}/${page.path}`, asset);
   }
-  for (const [name, doc] of Object.entries(opts.json ?? {})) {
-    app.get(`${prefix}/${name}`, (c) => c.json(doc(), 200, { "cache-control": "no-cache" }));
+  const docs = new Map(Object.entries(opts.json ?? {}).map(([n, doc]) => [`${prefix}/${n}`, doc]));
+  for (const [handler, served] of [["uiPage", pages], ["uiDocument", docs]] as const) {
+    const listed = new Set(rows.filter((r) => r.handler === handler).map((r) => r.path));
+    const apart = [...listed].filter((p) => !served.has(p))
+      .concat([...served.keys()].filter((p) => !listed.has(p)));
+    if (apart.length) {
+      throw new Error(`routes/table.ts and the UI's pages disagree on ${apart.join(", ")}`);
+    }
   }
-  app.on(["GET", "HEAD"], `${prefix}/assets/*`, (c) => {
+  // The row's own path, so one handler serves each page (or document) at its place.
+  const uiPage = (c: Context) => send(c, pages.get(routePath(c))!);
+  const uiDocument = (c: Context) =>
+    c.json(docs.get(routePath(c))!(), 200, { "cache-control": "no-cache" });
+  const uiAsset = (c: Context) => {
     const rel = c.req.path.slice(c.req.path.indexOf("/assets/") + 1);
     const asset = assets.get(rel);
     if (!asset) return c.text(`no UI file ${rel}`, 404);
     return send(c, asset);
-  });
-  return app;
+  };
+  const uiRedirect = (c: Context) => c.redirect("/ui/", 301);
+  return { uiPage, uiDocument, uiAsset, uiRedirect };
 }
 
 /** Mounts the UI under `/ui/` of the API app (`/ui` redirects there, so relative paths resolve). */
 export function mountUi(api: Hono, assets: UiAssets, opts: UiRouteOptions): void {
-  api.get("/ui", (c) => c.redirect("/ui/", 301));
-  api.route("/", uiRoutes(assets, opts, "/ui"));
+  const rows = routesOf(SERVE_ROUTES, "ui");
+  mountRoutes(api, rows, uiHandlers(assets, opts, "/ui", rows));
 }
 
 /**
@@ -164,15 +194,11 @@ export function uiServerHandler(
   api: { fetch: (req: Request, info?: Deno.ServeHandlerInfo) => Response | Promise<Response> },
   opts: UiRouteOptions,
 ): (req: Request, info: Deno.ServeHandlerInfo) => Response | Promise<Response> {
-  const ui = uiRoutes(assets, opts);
-  const pagePaths = new Set(opts.pages.map((p) => `/${p.path}`));
-  const docs = new Set(Object.keys(opts.json ?? {}).map((n) => `/${n}`));
+  const ui = mountRoutes(new Hono(), UI_PORT_ROUTES, uiHandlers(assets, opts, "", UI_PORT_ROUTES));
+  const isUi = onPaths(UI_PORT_ROUTES);
   return (req, info) => {
     const path = new URL(req.url).pathname;
-    if (pagePaths.has(path) || docs.has(path) || path.startsWith("/assets/")) {
-      return ui.fetch(req, info);
-    }
-    return api.fetch(req, info);
+    return isUi(path) ? ui.fetch(req, info) : api.fetch(req, info);
   };
 }
 

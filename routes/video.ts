@@ -18,13 +18,14 @@
  * ```
  * @module
  */
-import { type Context, Hono } from "hono";
+import { type Context, Hono, type MiddlewareHandler } from "hono";
 import { type ApiFailure, checkApiKey, googleError } from "../lib/video/errors.ts";
 import type { VideoService } from "../lib/video/operations.ts";
 import { parseRange } from "../lib/video/range.ts";
 import type { FileRecord } from "../lib/video/store.ts";
 import type { OperationRecord } from "../lib/video/types.ts";
 import { lastFileId } from "../lib/video/upstream.ts";
+import { mountRoutes, type ParamContext, routesOf, SERVE_ROUTES } from "./table.ts";
 
 const RESPONSE_TYPE =
   "type.googleapis.com/google.ai.generativelanguage.v1beta.PredictLongRunningResponse";
@@ -198,22 +199,29 @@ const PROXIED_HEADERS = [
   "last-modified",
 ];
 
+/**
+ * The video routes (routes/table.ts, group `video`) on the service's own app, with its error
+ * envelope for failures and unknown paths.
+ */
 export function videoRoutes(service: VideoService): Hono {
   const app = new Hono();
-
   app.onError((err, c) => {
     console.error(`hearth: ${c.req.method} ${c.req.path} failed:`, err);
     return send(googleError(500, `Internal error: ${err.message}`));
   });
+  return mountRoutes(app, routesOf(SERVE_ROUTES, "video"), videoHandlers(service));
+}
 
-  app.use("/v1beta/*", async (c, next) => {
+/** The handlers (and the key check) of the `video` rows of routes/table.ts. */
+export function videoHandlers(service: VideoService) {
+  const videoKeyCheck: MiddlewareHandler = async (c, next) => {
     if (c.req.path.startsWith("/v1beta/media/")) return await next();
     const denied = checkApiKey(service.keys, keyOf(c));
     if (denied) return send(denied);
     await next();
-  });
+  };
 
-  app.post("/v1beta/models/:rest{.+}", async (c) => {
+  const startOperation = async (c: ParamContext<"rest">) => {
     const rest = c.req.param("rest");
     const colon = rest.lastIndexOf(":");
     const code = colon > 0 ? rest.slice(0, colon) : rest;
@@ -240,20 +248,18 @@ export function videoRoutes(service: VideoService): Hono {
     const r = await service.start(code, body, keyOf(c));
     if (!r.ok) return send(r.failure);
     return c.json({ name: `models/${r.value.model}/operations/${r.value.id}` });
-  });
+  };
 
   const poll = async (c: Context, id: string, model?: string) => {
     const r = await service.get(id, { model, key: keyOf(c) });
     if (!r.ok) return send(r.failure);
     return c.json(operationJson(r.value, service, publicOrigin(c)));
   };
-  app.get(
-    "/v1beta/models/:code/operations/:id",
-    (c) => poll(c, c.req.param("id"), c.req.param("code")),
-  );
-  app.get("/v1beta/operations/:id", (c) => poll(c, c.req.param("id")));
+  const pollModelOperation = (c: ParamContext<"code" | "id">) =>
+    poll(c, c.req.param("id"), c.req.param("code"));
+  const pollOperation = (c: ParamContext<"id">) => poll(c, c.req.param("id"));
 
-  app.get("/v1beta/models/:code/operations", (c) => {
+  const listOperations = (c: ParamContext<"code">) => {
     const sizeParam = c.req.query("pageSize");
     const pageSize = sizeParam === undefined ? undefined : Number(sizeParam);
     if (pageSize !== undefined && (!Number.isInteger(pageSize) || pageSize < 0)) {
@@ -267,9 +273,9 @@ export function videoRoutes(service: VideoService): Hono {
     };
     if (r.value.nextPageToken) out.nextPageToken = r.value.nextPageToken;
     return c.json(out);
-  });
+  };
 
-  app.on(["GET", "HEAD"], "/v1beta/files/*", async (c) => {
+  const videoFile = async (c: Context) => {
     const id = lastFileId(c.req.path);
     const found = id ? service.file(id) : undefined;
     if (!found?.ok) return send(found?.failure ?? googleError(404, `No file in ${c.req.path}.`));
@@ -298,9 +304,9 @@ export function videoRoutes(service: VideoService): Hono {
       status: 302,
       headers: { location, "cache-control": "no-store" },
     });
-  });
+  };
 
-  app.on(["GET", "HEAD"], "/v1beta/media/:name", async (c) => {
+  const signedMedia = async (c: ParamContext<"name">) => {
     const m = /^([a-z0-9]{12})\.mp4$/.exec(c.req.param("name"));
     if (!m) return send(googleError(404, `No file at ${c.req.path}.`));
     const check = await service.checkMedia(
@@ -318,12 +324,19 @@ export function videoRoutes(service: VideoService): Hono {
     if (!found.ok) return send(found.failure);
     if (!found.value.path) return send(googleError(404, `File files/${m[1]} not found.`));
     return await serveFile(c, found.value);
-  });
+  };
 
-  app.all(
-    "/v1beta/*",
-    (c) => send(googleError(404, `Method ${c.req.method} ${c.req.path} not found.`)),
-  );
+  const videoNotFound = (c: Context) =>
+    send(googleError(404, `Method ${c.req.method} ${c.req.path} not found.`));
 
-  return app;
+  return {
+    videoKeyCheck,
+    startOperation,
+    pollModelOperation,
+    pollOperation,
+    listOperations,
+    videoFile,
+    signedMedia,
+    videoNotFound,
+  };
 }
