@@ -3,7 +3,9 @@
  * `hearth build-cuda` (or, with `--cpu`, the same minus CUDA) plus `llama-server` and
  * `llama-batched-bench`, so Hearth (through `HEARTH_LLAMA_LIB_DIR=<bin>`), llama-server and the
  * library limit all run the very same libraries. Cached by mode, arch and source hash; prints one
- * JSON line: `{libDir, server, batchedBench, arch, seconds, cached}`.
+ * JSON line: `{libDir, server, batchedBench, arch, seconds, cached}`. The CPU variant builds in
+ * the tree of the tests' CPU source build (`cpuSourceBuildDir()`, the same flags) and installs
+ * its libraries too, so the test setup compiles llama.cpp for the CPU once, not twice.
  *
  * @example
  * ```sh
@@ -14,14 +16,17 @@
  */
 import { cmakeBuild, exists } from "../lib/source/cmake.ts";
 import {
+  CPU_BUILD_LIBS,
   CPU_TARGETS,
+  cpuSourceBuildDir,
   CUDA_TARGETS,
   findToolkit,
+  installLibraries,
   parseProgress,
   progressPrinter,
   sourceBuildFlags,
 } from "../lib/source/cuda_build.ts";
-import { llamaSourceDir, SOURCE_HASH, sourceCacheDir } from "../lib/source/llama_source.ts";
+import { llamaSourceDir, SOURCE_HASH } from "../lib/source/llama_source.ts";
 import { probeDriver } from "../lib/gpu/probe.ts";
 
 const TOOLS = ["llama-server", "llama-batched-bench"];
@@ -57,8 +62,9 @@ async function buildBench(o: {
   const { arch, cuda, jobs } = o;
   const cpu = !cuda;
   const dataDir = o.dataDir ?? `${Deno.env.get("HOME") ?? "/tmp"}/.cache/hearth`;
+  // The CPU tree is the tests' source build's (`buildCpuFromSource`): one compile serves both.
   const dir = cpu
-    ? `${sourceCacheDir()}/gpu-bench-cpu-${SOURCE_HASH}`
+    ? `${cpuSourceBuildDir()}/build`
     : `${dataDir}/gpu-bench-${arch.replaceAll(",", "-")}-${SOURCE_HASH}`;
   const bin = `${dir}/bin`;
   const result = {
@@ -86,6 +92,8 @@ async function buildBench(o: {
       if (p) show({ ...p, seconds: (performance.now() - t0) / 1000, log: `${dir}/build.log` });
     },
   });
+  // What `buildCpuFromSource` would install from this same tree, so it finds its work done.
+  if (cpu) await installLibraries(bin, `${cpuSourceBuildDir()}/lib`, CPU_BUILD_LIBS);
   return { ...result, seconds: (performance.now() - t0) / 1000, cached: false };
 }
 

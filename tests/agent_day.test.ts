@@ -2,7 +2,8 @@
 // alive through a long prefill and a queue wait, images to a text-only model become a placeholder,
 // and a prompt over the context is refused in each client's own words.
 import assert from "node:assert/strict";
-import { startServer } from "../tools/server_process.ts";
+import { startServer } from "./support/server.ts";
+import { slowComputeEnv } from "./support/slow_compute.ts";
 import { cachedTinyModel, chatFormatModelPath, tinyModelPath } from "./support/models.ts";
 import { defaultSampling, modelSamplingDefaults } from "../lib/engine/sampling.ts";
 import { makeModel } from "../lib/gguf/mod.ts";
@@ -29,12 +30,20 @@ async function timedRead(res: Response): Promise<{ text: string; gaps: number[] 
   return { text, gaps };
 }
 
+/** The README's promise: no more than 5 s without bytes, however long the prefill or the wait. */
+const KEEPALIVE_PROMISE_MS = 5_000;
+/** Slack for timers and scheduling on a loaded host; far from the 10 s an older build allowed. */
+const KEEPALIVE_SLACK_MS = 2_000;
+/** Each graph compute of the keepalive test's server waits this long (tests/support/slow_compute). */
+const COMPUTE_MS = 1_000;
+
 Deno.test({
-  name: "keepalive: no stream goes 10 s without bytes through a long prefill or a queue wait",
+  name: "keepalive: no stream goes 5 s without bytes through a long prefill or a queue wait",
   sanitizeResources: false,
   fn: async () => {
     // One sequence: two chat requests' long prefills hold it in turn while the other streams wait
-    // queued, so the waits outlast 12 s on a fast host too (one thread, nearly the whole context).
+    // queued. The prefills are long by construction, on any host: every graph compute waits
+    // COMPUTE_MS, and each prompt is 12 ubatches of 512 tokens or more.
     await using srv = await startServer([
       "--model",
       await tinyModelPath(),
@@ -42,7 +51,7 @@ Deno.test({
       "1",
       "--threads",
       "1",
-    ]);
+    ], { env: await slowComputeEnv(COMPUTE_MS) });
     const t0 = performance.now();
     // Two different prompts, so the second cannot reuse the first's cells.
     const longChat = (word: string) =>
@@ -50,9 +59,10 @@ Deno.test({
         method: "POST",
         headers: json,
         body: JSON.stringify({
-          messages: [{ role: "user", content: `${word} `.repeat(32_000) }],
+          messages: [{ role: "user", content: `${word} `.repeat(6_000) }],
           max_tokens: 2,
           stream: true,
+          stream_options: { include_usage: true },
         }),
       }).then(timedRead);
     const chat = longChat("hello");
@@ -76,12 +86,19 @@ Deno.test({
     }).then(timedRead);
     const [c, c2, a, r] = await Promise.all([chat, chat2, anthropic, responses]);
     const waited = performance.now() - t0;
-    // The test means something only if the streams really waited that long.
-    assert.ok(waited > 12_000, `the long prefill took only ${Math.round(waited)} ms`);
+    // The premise, true by construction: each long prompt is 12 computes or more, so the streams
+    // waited through 24 s of prefill, and each prefill alone outlasts 10 s.
+    for (const [name, s] of [["chat", c], ["chat 2", c2]] as const) {
+      const usage = JSON.parse(s.text.match(/^data: (\{.*"usage":\{.*)$/m)![1]).usage;
+      const ubatches = Math.ceil(usage.prompt_tokens / 512);
+      assert.ok(ubatches >= 12, `${name}: ${usage.prompt_tokens} prompt tokens`);
+    }
+    assert.ok(waited > 24 * COMPUTE_MS, `the long prefills took only ${Math.round(waited)} ms`);
     const streams = [["chat", c], ["chat 2", c2], ["anthropic", a], ["responses", r]] as const;
+    const limit = KEEPALIVE_PROMISE_MS + KEEPALIVE_SLACK_MS;
     for (const [name, s] of streams) {
       const worst = Math.max(...s.gaps);
-      assert.ok(worst <= 10_000, `${name}: ${Math.round(worst)} ms without a byte`);
+      assert.ok(worst <= limit, `${name}: ${Math.round(worst)} ms without a byte (over ${limit})`);
     }
     assert.match(c.text, /^: keepalive$/m);
     assert.match(c.text, /data: \[DONE\]/);
@@ -270,11 +287,14 @@ Deno.test({
       command: Deno.execPath(),
       args: ["run", "-A", fixture, "--mode", "stdio", ...extra],
     });
+    // The slow server answers nothing until the test creates this file: it is `connecting` for
+    // as long as the test holds it, however fast or loaded the host.
+    const gate = `${dir}/slow-may-start`;
     await Deno.writeTextFile(
       `${dir}/mcp.json`,
       JSON.stringify({
         mcpServers: {
-          slow: stdio("--name", "slow", "--start-delay", "4000"),
+          slow: stdio("--name", "slow", "--start-gate", gate),
           broken: stdio("--fail-start"),
         },
       }),
@@ -290,8 +310,10 @@ Deno.test({
         "--data-dir",
         dir,
       ]);
-      const states = (await (await fetch(`${srv.url}/health`)).json()).mcp;
-      assert.equal(states.find((s: { name: string }) => s.name === "slow").status, "connecting");
+      const slowStatus = async () =>
+        (await (await fetch(`${srv.url}/health`)).json()).mcp
+          .find((s: { name: string }) => s.name === "slow").status;
+      assert.equal(await slowStatus(), "connecting");
       const chat = (server: string) =>
         fetch(`${srv.url}/v1/chat/completions`, {
           method: "POST",
@@ -304,9 +326,17 @@ Deno.test({
             messages: [{ role: "user", content: "shout hello" }],
           }),
         });
-      const ok = await chat("slow");
+      let answered = false;
+      const pending = chat("slow").then((res) => (answered = true, res));
+      // The request is in while the server is still held: it must wait, not answer.
+      await new Promise((r) => setTimeout(r, 1_500));
+      assert.equal(answered, false, "the request was answered while its MCP server was held");
+      assert.equal(await slowStatus(), "connecting");
+      await Deno.writeTextFile(gate, "");
+      const ok = await pending;
       const body = await ok.json();
       assert.equal(ok.status, 200, JSON.stringify(body));
+      assert.equal(await slowStatus(), "ready");
       const step = body.choices[0].message.hearth_tool_steps[0];
       assert.equal(step.server_label, "slow");
       assert.equal(step.output, JSON.parse(step.arguments).text.toUpperCase());

@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { compile, payloadEntries } from "../tools/compile.ts";
 import { startServer } from "./support/server.ts";
 import { gpuDataDir } from "./support/gpu_data.ts";
+import { linkOrCopyTree } from "./support/copy_tree.ts";
 import { cpuSourceBuildDir } from "../lib/source/cuda_build.ts";
 
 /** npm packages in `deno.json` that only tests (and benches) import. */
@@ -138,8 +139,7 @@ Deno.test("compiled binary serves the demo model from an empty HOME", async (t) 
     }
     // gpu-check and build-cuda work from the single executable (a what-if on the real packages).
     const gd = `${work}/gpu-data`;
-    const cp = await new Deno.Command("cp", { args: ["-al", gpuDataDir(), gd] }).output();
-    assert.ok(cp.success);
+    await linkOrCopyTree(gpuDataDir(), gd);
     const run = async (args: string[]) => {
       const out = await new Deno.Command(bin, { args, env, cwd: `${work}/empty`, stdout: "piped" })
         .output();

@@ -2,7 +2,9 @@
  * The GPU build choice from facts (the real CUDA packages' fat binaries), `hearth gpu-check`, the
  * smoke decode falling back from a build that aborts, `hearth build-cuda`'s refusals, and the
  * source-build path proven on a CPU: the bundle built with `build-cuda`'s flags minus CUDA serves
- * the same greedy output as the prebuilt.
+ * the same greedy output as the prebuilt. The servers run with the GPUs hidden (as every test
+ * server does), so the fallbacks mean the same on a GPU host; the one test about this host's own
+ * GPU runs only where one is visible.
  */
 import assert from "node:assert/strict";
 import { readFatbin } from "../lib/gpu/fatbin.ts";
@@ -14,6 +16,8 @@ import { cpuSourceBuildDir, parseProgress } from "../lib/source/cuda_build.ts";
 import { SOURCE_HASH } from "../lib/source/llama_source.ts";
 import { graphBatchFor, parseServeArgs } from "../lib/cli/flags.ts";
 import { gpuDataDir } from "./support/gpu_data.ts";
+import { linkOrCopyTree } from "./support/copy_tree.ts";
+import { detectHost } from "../lib/gpu/detect.ts";
 import { llamaSourceDir } from "./support/llama_source.ts";
 import { tinyModelPath } from "./support/models.ts";
 import { startServer } from "./support/server.ts";
@@ -368,4 +372,49 @@ Deno.test("smoke: a build whose backend aborts on its first compute is rejected;
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+/** The GPUs this test process sees (CUDA_VISIBLE_DEVICES applied); none on a CPU host. */
+const hostGpus = (await detectHost()).visible;
+
+Deno.test({
+  name:
+    "serve on this host's GPU: a CUDA build that passes its smoke decode, else the CPU with why" +
+    (hostGpus.length ? "" : " (ignored: no NVIDIA GPU visible)"),
+  ignore: hostGpus.length === 0,
+  sanitizeResources: false,
+  fn: async () => {
+    const dir = await Deno.makeTempDir({ prefix: "hearth-gpu-serve-" });
+    try {
+      // The CUDA packages the setup fetched, in a data dir of the test's own: nothing downloads.
+      const dataDir = `${dir}/data`;
+      await linkOrCopyTree(gpuDataDir(), dataDir);
+      const model = await tinyModelPath();
+      // --no-build: a host no prebuilt suits must not compile CUDA for minutes inside a test.
+      const args = ["--model", model, "--max-batch", "2", "--max-seq-len", "256", "--no-build"];
+      const srv = await startServer([...args, "--data-dir", dataDir], {
+        gpu: true,
+        timeoutMs: 300_000,
+      });
+      try {
+        assert.ok((await greedy(srv.url)).length > 0);
+        const l = await props(srv.url);
+        if (l.kind === "cuda") {
+          assert.equal(l.gpus.length, hostGpus.length, JSON.stringify(l));
+          assert.match(l.reason, /smoke decode: decoded \d+ tokens on .* matching the CPU build/);
+          const p = await (await fetch(`${srv.url}/props`)).json();
+          assert.ok(p.devices.some((d: { type: string }) => d.type === "gpu"), JSON.stringify(p));
+        } else {
+          // No prebuilt runs on this GPU and driver: each CUDA build is named with its reason.
+          assert.equal(l.build, "cpu", JSON.stringify(l));
+          assert.ok(l.rejected.length > 0, JSON.stringify(l));
+          assert.match(srv.stderr(), /llama\.cpp: not using prebuilt-cuda13: /);
+        }
+      } finally {
+        await srv.stop();
+      }
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
 });

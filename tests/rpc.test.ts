@@ -4,7 +4,7 @@
  * layers on them. Greedy output must equal a single process's, token for token.
  */
 import assert from "node:assert/strict";
-import { freePort, mainTs, runMain, startServer } from "./support/server.ts";
+import { childEnv, freePort, mainTs, runMain, startServer } from "./support/server.ts";
 import { tinyModelPath } from "./support/models.ts";
 import { buildRpc } from "../tools/build_rpc.ts";
 
@@ -15,7 +15,8 @@ async function startRpcServer(): Promise<RpcServer> {
   const port = freePort();
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", mainTs, "rpc-server", "--port", String(port), "--threads", "1"],
-    env: { HEARTH_LLAMA_LOG: "off" },
+    // The CPU device on any host: a GPU host's rpc-server would offer its GPUs instead.
+    env: childEnv({ env: { HEARTH_LLAMA_LOG: "off" } }),
     stdin: "null",
     stdout: "piped",
     stderr: "piped",

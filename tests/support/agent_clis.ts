@@ -2,6 +2,8 @@
  * The real agent CLIs from npm, pinned (`@anthropic-ai/claude-code`, `@openai/codex`), installed
  * once per machine into the source cache (npm's own cache serves repeats), and the environment
  * that runs them hermetically: a HOME of their own, nothing but PATH and a locale inherited.
+ * The test setup installs them before the suite; a file run on its own installs them itself,
+ * under a lock, so parallel files never run two `npm install`s into one directory.
  *
  * @example
  * ```ts
@@ -36,13 +38,17 @@ async function installed(dir: string): Promise<boolean> {
 
 /**
  * The `node_modules/.bin` directory holding `claude` and `codex`, installing the pinned versions
- * first when they are missing (or another version is there).
+ * first when they are missing (or another version is there). One process installs at a time
+ * (an exclusive lock on `agent-clis.lock`); the others wait and find them installed.
  */
 export async function agentCliBin(): Promise<string> {
   const dir = `${sourceCacheDir()}/agent-clis`;
   const bin = `${dir}/node_modules/.bin`;
   if (await installed(dir)) return bin;
   await Deno.mkdir(dir, { recursive: true });
+  using lock = await Deno.open(`${dir}.lock`, { create: true, write: true });
+  await lock.lock(true);
+  if (await installed(dir)) return bin;
   await Deno.writeTextFile(`${dir}/package.json`, '{"private": true}\n');
   const out = await new Deno.Command("npm", {
     args: ["install", "--no-audit", "--no-fund", "--loglevel=error", ...AGENT_CLIS],

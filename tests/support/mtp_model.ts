@@ -13,5 +13,5 @@ import { cachedTinyModel } from "./models.ts";
 
 /** Path of the cached tiny MTP model, writing it first if needed (atomically). */
 export function mtpModelPath(): Promise<string> {
-  return cachedTinyModel("mtp", ["mtp.ts", "presets.ts"], { mtpLayers: 1 });
+  return cachedTinyModel("mtp", [], { mtpLayers: 1 });
 }

@@ -1,7 +1,12 @@
 /**
- * Real `hearth serve` processes for tests: the spawning and supervising (`startServer`,
- * `superviseServer`, `freePort`) live in `tools/server_process.ts`, shared with the benches; this
- * adds the tiny-model server and small request helpers.
+ * Real `hearth serve` processes for tests: the spawning and supervising (`superviseServer`,
+ * `freePort`) live in `tools/server_process.ts`, shared with the benches; this adds the tiny-model
+ * server and small request helpers.
+ *
+ * Every process started here runs on the CPU path, on any host: `CUDA_VISIBLE_DEVICES=-1` hides
+ * the GPUs from it (CUDA's own rule, which `serve` and `gpu-check` follow), so it neither fetches
+ * a CUDA package nor loads one, and what a test asserts about the CPU build, its memory budget or
+ * its timing holds on a GPU host too. A test about the GPU opts in with `gpu: true`.
  *
  * @example
  * ```ts
@@ -12,16 +17,46 @@
  * @module
  */
 import { tinyModelPath } from "./models.ts";
-import { mainTs, type RunningServer, startServer } from "../../tools/server_process.ts";
+import {
+  mainTs,
+  type RunningServer,
+  startServer as startAnyServer,
+} from "../../tools/server_process.ts";
 
 export {
   freePort,
   mainTs,
   type RunningServer,
   type SpawnSpec,
-  startServer,
   superviseServer,
 } from "../../tools/server_process.ts";
+
+/** What hides every GPU from a process (CUDA's rule: the list ends at an index it cannot use). */
+export const CPU_ONLY_ENV: Readonly<Record<string, string>> = { CUDA_VISIBLE_DEVICES: "-1" };
+
+/** `env` for a child: the GPUs hidden unless `gpu`, what the caller gave on top. */
+export function childEnv(
+  opts: { env?: Record<string, string>; gpu?: boolean } = {},
+): Record<string, string> {
+  return opts.gpu ? { ...opts.env } : { ...CPU_ONLY_ENV, ...opts.env };
+}
+
+/**
+ * Runs `main.ts serve` (or `cmd`, e.g. the compiled binary) with `args` on a free port, on the
+ * CPU unless `gpu` is set (then with the GPUs this test process sees).
+ */
+export function startServer(
+  args: string[],
+  opts: {
+    cmd?: string[];
+    env?: Record<string, string>;
+    timeoutMs?: number;
+    cwd?: string;
+    gpu?: boolean;
+  } = {},
+): Promise<RunningServer> {
+  return startAnyServer(args, { ...opts, env: childEnv(opts) });
+}
 
 /** `hearth serve` on the tiny model: 2 sequences of 256 tokens, 2 threads, then `extra`. */
 export async function startTinyServer(extra: string[] = []): Promise<RunningServer> {
@@ -64,14 +99,14 @@ export async function metric(url: string, name: string): Promise<number> {
   return Number(text.match(new RegExp(`^${name} (\\S+)`, "m"))?.[1]);
 }
 
-/** Runs a command to completion and returns its exit code and output. */
+/** Runs a command to completion (GPUs hidden unless `gpu`); returns its exit code and output. */
 export async function runCommand(
   cmd: string[],
-  opts: { env?: Record<string, string>; cwd?: string } = {},
+  opts: { env?: Record<string, string>; cwd?: string; gpu?: boolean } = {},
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   const out = await new Deno.Command(cmd[0], {
     args: cmd.slice(1),
-    env: opts.env,
+    env: childEnv(opts),
     cwd: opts.cwd,
     stdout: "piped",
     stderr: "piped",

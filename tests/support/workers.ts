@@ -2,7 +2,7 @@
  * Real Hearth workers for the manager tests: `main.ts serve` on the tiny model with an
  * `--agents-config` whose agents are the fixture CLI (tests/fixtures/agents/bin/fake_agent.ts),
  * each on a fixed loopback port and data dir so it can be killed and started again as the same
- * worker (sessions persist in its data dir).
+ * worker (sessions persist in its data dir), on the CPU as every test server.
  *
  * @example
  * ```ts
@@ -16,7 +16,7 @@
  * @module
  */
 import { tinyModelPath } from "./models.ts";
-import { freePort, mainTs, type RunningServer, superviseServer } from "./server.ts";
+import { childEnv, freePort, mainTs, type RunningServer, superviseServer } from "./server.ts";
 
 const fakeAgent = new URL("../fixtures/agents/bin/fake_agent.ts", import.meta.url).pathname;
 
@@ -100,7 +100,7 @@ export async function startWorker(opts: {
         ...(opts.apiKey ? ["--api-key", opts.apiKey] : []),
       ],
       url,
-      env: { HEARTH_LLAMA_LOG: "", ...opts.env },
+      env: childEnv({ env: { HEARTH_LLAMA_LOG: "", ...opts.env } }),
       keepStderr: 20_000,
     });
   let current: RunningServer | undefined = await spawn();
