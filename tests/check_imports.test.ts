@@ -1,6 +1,7 @@
 // The import checker CI runs (`tools/check_imports.ts`): it finds a cycle between folders and an
 // import against the layers in a made-up tree, and finds neither in this repository.
 import assert from "node:assert/strict";
+import { posix } from "node:path";
 import { cycles, folderEdges, folderOf, layerViolations } from "../tools/check_imports.ts";
 
 async function tree(files: Record<string, string>): Promise<string> {
@@ -43,4 +44,96 @@ Deno.test("this repository has no import cycle between folders and no upward imp
   assert.ok(edges.length > 20, `only ${edges.length} edges: the walk found too little`);
   assert.deepEqual(cycles(edges), []);
   assert.deepEqual(layerViolations(edges), []);
+});
+
+// `ui/` is plain ES modules served as they are (`routes/ui.ts`): the walk above reads `.ts` files
+// and never sees it. What the browser needs instead: every import of a module and every page's
+// script is a relative path that stays inside `ui/` (nothing else is served under `/ui/`) and
+// names a file that is there.
+
+/** Every module specifier a JS source imports: static, side-effect, re-export and dynamic. */
+function moduleSpecifiers(source: string): string[] {
+  // Comments hold examples and JSDoc type imports; they are not imports.
+  const code = source.replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "");
+  const patterns = [
+    /\b(?:import|export)\b[^'"`;]*?\bfrom\s*["']([^"']+)["']/g,
+    /\bimport\s*["']([^"']+)["']/g,
+    /\bimport\s*\(\s*["']([^"']+)["']/g,
+    /new\s+URL\(\s*["']([^"']+)["']\s*,\s*import\.meta\.url/g,
+  ];
+  return [...new Set(patterns.flatMap((re) => [...code.matchAll(re)].map((m) => m[1])))];
+}
+
+/** Imports and page scripts of `<base>/ui` that a browser could not load, each with why. */
+function uiImportProblems(base: string): string[] {
+  const walk = (rel: string): string[] =>
+    [...Deno.readDirSync(`${base}/${rel}`)].flatMap((e) =>
+      e.isDirectory
+        ? walk(`${rel}/${e.name}`)
+        : /\.(js|mjs|html)$/.test(e.name)
+        ? [`${rel}/${e.name}`]
+        : []
+    ).sort();
+  const isFile = (path: string) => {
+    try {
+      return Deno.statSync(path).isFile;
+    } catch {
+      return false;
+    }
+  };
+  const problems: string[] = [];
+  for (const file of walk("ui")) {
+    const text = Deno.readTextFileSync(`${base}/${file}`);
+    const specs = file.endsWith(".html")
+      ? [...text.matchAll(/<script\b[^>]*\bsrc=["']([^"']+)["']/g)].map((m) => m[1])
+      : moduleSpecifiers(text);
+    for (const spec of specs) {
+      if (!/^\.{1,2}\//.test(spec)) {
+        problems.push(`${file} → ${spec}: not a relative path (a page has no import map)`);
+        continue;
+      }
+      const target = posix.normalize(posix.join(posix.dirname(file), spec));
+      if (!target.startsWith("ui/")) {
+        problems.push(`${file} → ${target}: outside ui/, which is all that is served`);
+      } else if (!isFile(`${base}/${target}`)) {
+        problems.push(`${file} → ${target}: no such file`);
+      }
+    }
+  }
+  return problems;
+}
+
+Deno.test("ui/: an import out of ui/, a bare one and a missing one are each found", async () => {
+  const dir = await tree({
+    "ui/index.html": `<script type="module" src="./assets/app.js"></script>\n` +
+      `<script type="module" src="./assets/gone.js"></script>`,
+    "ui/assets/app.js": `import { h } from "./dom.js";\n` +
+      `// import { x } from "../../lib/x.ts"; (a comment is no import)\n` +
+      `import { route } from "../../routes/app.ts";\n` +
+      `export { z } from "zod";\n` +
+      `const lazy = () => import("./later.js");\n`,
+    "ui/assets/dom.js": `export const h = 1;`,
+  });
+  try {
+    assert.deepEqual(uiImportProblems(dir), [
+      "ui/assets/app.js → routes/app.ts: outside ui/, which is all that is served",
+      "ui/assets/app.js → zod: not a relative path (a page has no import map)",
+      "ui/assets/app.js → ui/assets/later.js: no such file",
+      "ui/index.html → ui/assets/gone.js: no such file",
+    ]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("ui/: every page script and module import stays inside ui/ and is there", () => {
+  const base = new URL("..", import.meta.url).pathname;
+  assert.ok(
+    [...Deno.readDirSync(`${base}/ui/assets`)].filter((e) => e.name.endsWith(".js")).length > 5,
+    "the walk found too little",
+  );
+  assert.deepEqual(uiImportProblems(base), []);
+  // The walk sees what the pages load: each page's script and the modules those import.
+  const chat = moduleSpecifiers(Deno.readTextFileSync(`${base}/ui/assets/chat.js`));
+  assert.ok(chat.includes("./dom.js") && chat.includes("./markdown.js"), chat.join(", "));
 });

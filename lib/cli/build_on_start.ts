@@ -18,18 +18,20 @@ import {
 
 /**
  * `serve` on a GPU host where no prebuilt can run: build from source when a toolkit is there
- * (minutes, said up front), unless `--no-build`. False when nothing was built.
+ * (minutes, said up front), unless `--no-build`. False when nothing was built. `env` is where
+ * the toolkit is looked for (`CUDACXX`, `CUDA_HOME`, `PATH`): the process's, or a test's.
  */
 export async function buildOnStart(
   arch: string,
   config: ServeConfig,
   log: (line: string) => void,
+  env: Record<string, string | undefined> = Deno.env.toObject(),
 ): Promise<boolean> {
   if (config.noBuild) {
     log(`no GPU build of llama.cpp can run here and --no-build is set: serving on the CPU`);
     return false;
   }
-  const toolkit = await findToolkit();
+  const toolkit = await findToolkit(env);
   if (toolkit.missing.length > 0) {
     log(
       `no GPU build of llama.cpp can run here and none can be built: missing ` +

@@ -27,8 +27,11 @@ export type DriverFacts = {
 
 const TIMEOUT_MS = 30_000;
 
-/** Asks `libcuda.so.1` in a child, then nvidia-smi; never throws. */
-export async function probeDriver(): Promise<DriverFacts> {
+/**
+ * Asks `libcuda.so.1` in a child, then nvidia-smi; never throws. `timeoutMs` bounds the child
+ * (a wedged driver hangs `cuInit`); tests shorten it.
+ */
+export async function probeDriver(o: { timeoutMs?: number } = {}): Promise<DriverFacts> {
   let error: string | undefined;
   try {
     const [cmd, ...args] = selfCommand(["gpu-probe"]);
@@ -36,7 +39,7 @@ export async function probeDriver(): Promise<DriverFacts> {
       args,
       stdout: "piped",
       stderr: "piped",
-      signal: AbortSignal.timeout(TIMEOUT_MS),
+      signal: AbortSignal.timeout(o.timeoutMs ?? TIMEOUT_MS),
     }).output();
     const text = new TextDecoder().decode(out.stdout).trim();
     if (out.success && text) {

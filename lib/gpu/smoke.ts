@@ -57,6 +57,15 @@ const TIMEOUT_MS = 120_000;
 /** Logits of the same weights on two backends agree to far better than this. */
 const MIN_COSINE = 0.99;
 
+/**
+ * How long a smoke decode may take: `HEARTH_SMOKE_TIMEOUT_MS` when set (a host whose first load
+ * JIT-compiles PTX for minutes; tests that hang a build on purpose), else 120 s.
+ */
+export function smokeTimeoutMs(value = Deno.env.get("HEARTH_SMOKE_TIMEOUT_MS")): number {
+  const ms = Number(value);
+  return value && Number.isFinite(ms) && ms > 0 ? ms : TIMEOUT_MS;
+}
+
 /** `<dataDir>/smoke-1layer.gguf`: the tiny preset cut to one layer, written once. */
 export async function smokeModel(dataDir: string): Promise<string> {
   const path = `${dataDir}/smoke-1layer-v1.gguf`;
@@ -146,7 +155,7 @@ export async function smokeDecodeHere(llama: Llama, model: string): Promise<Smok
 export async function runSmokeChild(
   libDir: string | undefined,
   model: string,
-  timeoutMs = TIMEOUT_MS,
+  timeoutMs = smokeTimeoutMs(),
 ): Promise<SmokeResult> {
   const [cmd, ...args] = selfCommand(["smoke-decode", "--model", model]);
   let out: Deno.CommandOutput;
