@@ -1,8 +1,14 @@
 // The import checker CI runs (`tools/check_imports.ts`): it finds a cycle between folders and an
 // import against the layers in a made-up tree, and finds neither in this repository.
 import assert from "node:assert/strict";
-import { posix } from "node:path";
-import { cycles, folderEdges, folderOf, layerViolations } from "../tools/check_imports.ts";
+import {
+  cycles,
+  folderEdges,
+  folderOf,
+  layerViolations,
+  moduleSpecifiers,
+  uiImportProblems,
+} from "../tools/check_imports.ts";
 
 async function tree(files: Record<string, string>): Promise<string> {
   const dir = await Deno.makeTempDir({ prefix: "hearth-imports-" });
@@ -50,58 +56,6 @@ Deno.test("this repository has no import cycle between folders and no upward imp
 // and never sees it. What the browser needs instead: every import of a module and every page's
 // script is a relative path that stays inside `ui/` (nothing else is served under `/ui/`) and
 // names a file that is there.
-
-/** Every module specifier a JS source imports: static, side-effect, re-export and dynamic. */
-function moduleSpecifiers(source: string): string[] {
-  // Comments hold examples and JSDoc type imports; they are not imports.
-  const code = source.replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "");
-  const patterns = [
-    /\b(?:import|export)\b[^'"`;]*?\bfrom\s*["']([^"']+)["']/g,
-    /\bimport\s*["']([^"']+)["']/g,
-    /\bimport\s*\(\s*["']([^"']+)["']/g,
-    /new\s+URL\(\s*["']([^"']+)["']\s*,\s*import\.meta\.url/g,
-  ];
-  return [...new Set(patterns.flatMap((re) => [...code.matchAll(re)].map((m) => m[1])))];
-}
-
-/** Imports and page scripts of `<base>/ui` that a browser could not load, each with why. */
-function uiImportProblems(base: string): string[] {
-  const walk = (rel: string): string[] =>
-    [...Deno.readDirSync(`${base}/${rel}`)].flatMap((e) =>
-      e.isDirectory
-        ? walk(`${rel}/${e.name}`)
-        : /\.(js|mjs|html)$/.test(e.name)
-        ? [`${rel}/${e.name}`]
-        : []
-    ).sort();
-  const isFile = (path: string) => {
-    try {
-      return Deno.statSync(path).isFile;
-    } catch {
-      return false;
-    }
-  };
-  const problems: string[] = [];
-  for (const file of walk("ui")) {
-    const text = Deno.readTextFileSync(`${base}/${file}`);
-    const specs = file.endsWith(".html")
-      ? [...text.matchAll(/<script\b[^>]*\bsrc=["']([^"']+)["']/g)].map((m) => m[1])
-      : moduleSpecifiers(text);
-    for (const spec of specs) {
-      if (!/^\.{1,2}\//.test(spec)) {
-        problems.push(`${file} → ${spec}: not a relative path (a page has no import map)`);
-        continue;
-      }
-      const target = posix.normalize(posix.join(posix.dirname(file), spec));
-      if (!target.startsWith("ui/")) {
-        problems.push(`${file} → ${target}: outside ui/, which is all that is served`);
-      } else if (!isFile(`${base}/${target}`)) {
-        problems.push(`${file} → ${target}: no such file`);
-      }
-    }
-  }
-  return problems;
-}
 
 Deno.test("ui/: an import out of ui/, a bare one and a missing one are each found", async () => {
   const dir = await tree({

@@ -14,7 +14,7 @@
  * ```
  */
 import { readdirSync, readFileSync, statSync } from "node:fs";
-import { dirname, join, normalize, relative } from "node:path";
+import { dirname, join, normalize, posix, relative } from "node:path";
 
 /** Roots whose folders are checked. */
 export const ROOTS = ["main.ts", "routes", "lib", "ffi", "tools", "ui"];
@@ -152,15 +152,73 @@ export function layerViolations(edges: Edge[]): string[] {
   return out;
 }
 
+// `ui/` is plain ES modules served as they are (`routes/ui.ts`): the walk above reads `.ts` files
+// and never sees it. What the browser needs instead: every import of a module and every page's
+// script is a relative path that stays inside `ui/` and names a file that is there.
+
+/** Every module specifier a JS source imports: static, side-effect, re-export and dynamic. */
+export function moduleSpecifiers(source: string): string[] {
+  // Comments hold examples and JSDoc type imports; they are not imports.
+  const code = source.replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "");
+  const patterns = [
+    /\b(?:import|export)\b[^'"`;]*?\bfrom\s*["']([^"']+)["']/g,
+    /\bimport\s*["']([^"']+)["']/g,
+    /\bimport\s*\(\s*["']([^"']+)["']/g,
+    /new\s+URL\(\s*["']([^"']+)["']\s*,\s*import\.meta\.url/g,
+  ];
+  return [...new Set(patterns.flatMap((re) => [...code.matchAll(re)].map((m) => m[1])))];
+}
+
+/** Imports and page scripts of `<base>/ui` that a browser could not load, each with why. */
+export function uiImportProblems(base: string): string[] {
+  const walk = (rel: string): string[] =>
+    [...Deno.readDirSync(`${base}/${rel}`)].flatMap((e) =>
+      e.isDirectory
+        ? walk(`${rel}/${e.name}`)
+        : /\.(js|mjs|html)$/.test(e.name)
+        ? [`${rel}/${e.name}`]
+        : []
+    ).sort();
+  const isFile = (path: string) => {
+    try {
+      return Deno.statSync(path).isFile;
+    } catch {
+      return false;
+    }
+  };
+  const problems: string[] = [];
+  for (const file of walk("ui")) {
+    const text = Deno.readTextFileSync(`${base}/${file}`);
+    const specs = file.endsWith(".html")
+      ? [...text.matchAll(/<script\b[^>]*\bsrc=["']([^"']+)["']/g)].map((m) => m[1])
+      : moduleSpecifiers(text);
+    for (const spec of specs) {
+      if (!/^\.{1,2}\//.test(spec)) {
+        problems.push(`${file} → ${spec}: not a relative path (a page has no import map)`);
+        continue;
+      }
+      const target = posix.normalize(posix.join(posix.dirname(file), spec));
+      if (!target.startsWith("ui/")) {
+        problems.push(`${file} → ${target}: outside ui/, which is all that is served`);
+      } else if (!isFile(`${base}/${target}`)) {
+        problems.push(`${file} → ${target}: no such file`);
+      }
+    }
+  }
+  return problems;
+}
+
 if (import.meta.main) {
   const base = Deno.args[0] ?? ".";
   const edges = folderEdges(base);
   const found = cycles(edges);
   const layers = layerViolations(edges);
   for (const v of layers) console.log(`import against the layers: ${v}`);
+  const ui = uiImportProblems(base);
+  for (const v of ui) console.log(`ui import a browser cannot load: ${v}`);
   if (found.length === 0) {
     console.log(`import cycles: none (${edges.length} edges between folders)`);
-    Deno.exit(layers.length ? 1 : 0);
+    Deno.exit(layers.length || ui.length ? 1 : 0);
   }
   for (const comp of found) {
     console.log(`import cycle between folders: ${comp.join(", ")}`);
