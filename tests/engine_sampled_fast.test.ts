@@ -1,13 +1,15 @@
 // The row sampler of lib/engine/fast_sample.ts against llama.cpp's own chain: on fixed logits rows
 // (peaked as a trained model's, and flat, where the top-p prefix runs long), with each setting it
-// takes (the OpenAI route's no-top-k defaults, top-p alone, min-p alone, temperature alone, logit
-// biases and banned tokens; a top-k stays with the chain), the same seed must pick the same tokens in the same order as
-// `llama_sampler_apply` on the chain `buildSamplerChain` builds; the picks must follow the exact
-// probabilities of the chain (chi-square); and the row must be left as it was.
+// takes (`top_k: 0` with the other defaults, top-p alone, min-p alone, temperature alone, logit
+// biases and banned tokens; a top-k, the OpenAI default since issue 27, stays with the chain), the
+// same seed must pick the same tokens in the same order as `llama_sampler_apply` on the chain
+// `buildSamplerChain` builds; the picks must follow the exact probabilities of the chain
+// (chi-square); the row must be left as it was; and the engine must sample such a request here.
 import assert from "node:assert/strict";
 import { openLlama, samplerFree, tokenDataArray } from "../ffi/mod.ts";
-import { fastSampler, mt19937, uniform01 } from "../lib/engine/fast_sample.ts";
+import { fastSampleCount, fastSampler, mt19937, uniform01 } from "../lib/engine/fast_sample.ts";
 import { buildSamplerChain, defaultSampling, type Sampling } from "../lib/engine/sampling.ts";
+import { tinyEngine } from "./support/tiny_engine.ts";
 
 const N_VOCAB = 32000;
 
@@ -62,8 +64,9 @@ function fastPicks(s: Sampling, banned: number[], row: Float32Array, draws: numb
 
 /** The settings the server samples with, by name. */
 const SETTINGS: Record<string, Partial<Sampling>> = {
-  // What an OpenAI request naming no sampling field gets: no top-k, llama.cpp's other defaults.
-  "openai defaults": { topK: 0 },
+  // A request's `top_k: 0` (no top-k) with llama.cpp's other defaults; one naming no top-k gets
+  // 40 (issue 27), which the chain samples: see "greedy, top-k and penalised requests" below.
+  "top_k 0, the other defaults": { topK: 0 },
   "temperature 1, top_p 0.95": { topK: 0, temperature: 1 },
   "top-p only": { topK: 0, topP: 0.9, minP: 0, temperature: 0.7 },
   "min-p only": { topK: 0, topP: 1, minP: 0.1, temperature: 1 },
@@ -152,6 +155,9 @@ Deno.test("seeded: the same seed gives the same tokens, another seed others", ()
 });
 
 Deno.test("greedy, top-k and penalised requests are left to the other samplers", () => {
+  // The defaults a request naming no sampling field gets carry a top-k of 40 (issue 27).
+  assert.equal(defaultSampling().topK, 40);
+  assert.equal(fastSampler(defaultSampling(), [], N_VOCAB), undefined);
   assert.equal(fastSampler({ ...defaultSampling(), temperature: 0 }, [], N_VOCAB), undefined);
   assert.equal(fastSampler({ ...defaultSampling(), topK: 40 }, [], N_VOCAB), undefined);
   assert.equal(
@@ -170,4 +176,39 @@ Deno.test("mt19937 and the double draw are the C++ standard library's", () => {
   const lo = a();
   const hi = a();
   assert.equal(uniform01(mt19937(1)), (lo + hi * 2 ** 32) / 2 ** 64);
+});
+
+Deno.test({
+  name: "the engine samples a seeded request without top-k here, not with llama.cpp's chain",
+  sanitizeResources: false,
+  async fn() {
+    const { engine } = await tinyEngine();
+    // Rows this module sampled during one request of `maxTokens` tokens.
+    const rows = async (sampling: Partial<Sampling>) => {
+      const before = fastSampleCount.rows;
+      let completion = -1;
+      for await (
+        const ev of engine.submit({
+          prompt: Int32Array.from([1, 450, 4996, 17354, 1701, 432]),
+          maxTokens: 12,
+          sampling: { ...defaultSampling(), seed: 5, ...sampling },
+          stop: [],
+          ignoreEos: true,
+        })
+      ) {
+        if (ev.type === "error") throw new Error(ev.message);
+        if (ev.type === "done") completion = ev.completionTokens;
+      }
+      assert.equal(completion, 12);
+      return fastSampleCount.rows - before;
+    };
+    // Neither greedy nor top-k, no penalties, no grammar: every token comes from the row here (a
+    // fallback to the chain would draw the same tokens, only slower, so only this count tells).
+    assert.equal(await rows({ topK: 0 }), 12);
+    assert.equal(await rows({ topK: 0, topP: 1, minP: 0.1, temperature: 0.7 }), 12);
+    // The chain keeps the rest.
+    assert.equal(await rows({}), 0, "top-k 40, the default");
+    assert.equal(await rows({ topK: 0, repetitionPenalty: 1.1 }), 0, "a penalty");
+    assert.equal(await rows({ topK: 0, temperature: 0 }), 0, "greedy");
+  },
 });

@@ -216,8 +216,17 @@ Deno.test({
     assert.equal(recomputed.done.cachedTokens, 0);
     const fresh = await run(engine, turn2);
     assert.ok(fresh.done.cachedTokens >= 600);
-    assert.equal(restored.text, fresh.text, "restored cells give the same greedy output");
+    // Served from the first restore's cells again: it can only agree with that restore.
+    assert.equal(restored.text, fresh.text, "a second restore gives what the first gave");
     assert.ok(engine.stats().slotHits >= 1);
+    // The reference is the prompt computed whole, by an engine with nothing cached.
+    const cold = await run(inProcessScheduler(m), turn2);
+    assert.equal(cold.done.cachedTokens, 0);
+    assert.equal(
+      restored.text,
+      cold.text,
+      "restored cells give the greedy output of computing them",
+    );
   },
 });
 

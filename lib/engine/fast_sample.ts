@@ -6,11 +6,12 @@
  * boundary).
  *
  * Why not the chain: `llama_sampler_sample` copies the whole 128k-vocabulary row into a candidate
- * array, and a top-p without a top-k in front (what an OpenAI request that names no `top_k` gets)
- * then sorts all of it: 1.7-3 ms a token on 2 cores. Every token that can end up in the candidate
- * set lies within a few logits of the maximum (min-p bounds it; a top-p set is a prefix of the
- * sorted row), so this scans the row once (after a strided look for the maximum), sums the top-p's
- * total only where it is not negligible, and sorts just the few survivors: 0.14-0.3 ms.
+ * array, and a top-p without a top-k in front (a request's `top_k: 0`, or a model whose GGUF
+ * defaults carry none) then sorts all of it: 1.7-3 ms a token on 2 cores. Every token that can end
+ * up in the candidate set lies within a few logits of the maximum (min-p bounds it; a top-p set is
+ * a prefix of the sorted row), so this scans the row once (after a strided look for the maximum),
+ * sums the top-p's total only where it is not negligible, and sorts just the few survivors:
+ * 0.14-0.3 ms.
  *
  * @example
  * ```ts
@@ -26,6 +27,12 @@ import { greedyBias, isNeutralPenalty, randomSeed, type Sampling } from "./sampl
 
 /** Samples one token from a logits row (left as it was found). */
 export type RowSampler = (row: Float32Array) => number;
+
+/**
+ * Rows this thread's fast samplers have sampled since it started: the scheduler's other paths
+ * (llama.cpp's chain) give the same tokens, so this is how a test sees which one ran.
+ */
+export const fastSampleCount: { rows: number } = { rows: 0 };
 
 /** llama.cpp's "no seed" value: its dist sampler then seeds from the system. */
 const DEFAULT_SEED = 0xFFFFFFFF;
@@ -70,6 +77,7 @@ export function fastSampler(
       for (const x of bias.biases[k]) v = Math.fround(v + x);
       row[t] = v;
     }
+    fastSampleCount.rows++;
     try {
       return pick(row, o, uniform01(next));
     } finally {
