@@ -45,7 +45,7 @@ import {
   type Threadpool,
   vocabInfo,
 } from "../ffi/mod.ts";
-import { buildSamplerChain } from "../lib/engine/sampling.ts";
+import { buildSamplerChain } from "../lib/engine/sampling/sampling.ts";
 import { toSampling } from "../routes/openai_common.ts";
 import { startServer } from "../tools/server_process.ts";
 import { BENCH_PRESETS, benchModel } from "./support/models.ts";

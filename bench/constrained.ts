@@ -17,10 +17,10 @@
 import { parseArgs } from "node:util";
 import { tokenize } from "../ffi/mod.ts";
 import { compileConstraint } from "../lib/constrain/mod.ts";
-import { constrainedStats, setConstrainedMode } from "../lib/engine/constrained.ts";
-import { clearMaskCache, maskStats } from "../lib/engine/grammar_mask.ts";
+import { constrainedStats, setConstrainedMode } from "../lib/engine/grammar/constrained.ts";
+import { clearMaskCache, maskStats } from "../lib/engine/grammar/grammar_mask.ts";
 import { loadEngineModel } from "../lib/engine/model.ts";
-import { defaultSampling } from "../lib/engine/sampling.ts";
+import { defaultSampling } from "../lib/engine/sampling/sampling.ts";
 import type { GenRequest } from "../lib/engine/scheduler.ts";
 import { inProcessScheduler } from "../lib/engine/in_process.ts";
 import { BENCH_SCHEMA } from "./schema.ts";

@@ -28,10 +28,10 @@ import {
   newGrammarSampler,
   sampleConstrained,
   setConstrainedMode,
-} from "../lib/engine/constrained.ts";
-import { clearMaskCache, maskStats } from "../lib/engine/grammar_mask.ts";
+} from "../lib/engine/grammar/constrained.ts";
+import { clearMaskCache, maskStats } from "../lib/engine/grammar/grammar_mask.ts";
 import { loadEngineModel } from "../lib/engine/model.ts";
-import { buildSamplerChain, defaultSampling } from "../lib/engine/sampling.ts";
+import { buildSamplerChain, defaultSampling } from "../lib/engine/sampling/sampling.ts";
 import { BENCH_SCHEMA } from "./schema.ts";
 
 const { values } = parseArgs({

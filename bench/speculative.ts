@@ -18,7 +18,7 @@
  * @module
  */
 import { loadEngineModel, unloadEngineModel } from "../lib/engine/model.ts";
-import { defaultSampling } from "../lib/engine/sampling.ts";
+import { defaultSampling } from "../lib/engine/sampling/sampling.ts";
 import type { SchedulerOptions } from "../lib/engine/scheduler.ts";
 import { inProcessScheduler } from "../lib/engine/in_process.ts";
 import { mtpModelPath } from "./support/models.ts";

@@ -1,7 +1,7 @@
 /**
  * Multi-token-prediction (MTP / NextN) heads: typed wrappers for drafting tokens with a model's
  * own NextN blocks through a second llama.cpp context of type `LLAMA_CONTEXT_TYPE_MTP`. The call
- * sequence and its invariants are in `lib/engine/MTP.md`; nothing here decides when to draft,
+ * sequence and its invariants are in `lib/engine/speculative/MTP.md`; nothing here decides when to draft,
  * how many tokens, or what to accept.
  *
  * The NextN calls live in llama.cpp's staging header `src/llama-ext.h`, which is C++: the

@@ -42,7 +42,7 @@ import {
   turnReady,
   type TurnResult,
 } from "../lib/chat/turn.ts";
-import { defaultSampling } from "../lib/engine/sampling.ts";
+import { defaultSampling } from "../lib/engine/sampling/sampling.ts";
 import type { ServerState } from "./state.ts";
 import { anthropicError, anthropicTurnError, parseBody } from "./errors.ts";
 import { noteIgnored, noteRelaxed } from "./ignored.ts";

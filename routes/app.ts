@@ -30,7 +30,7 @@ import { createBus } from "../lib/events/bus.ts";
 import { eventHandlers } from "./events.ts";
 import { ignoredFieldsHeader } from "./ignored.ts";
 import { responsesHandlers } from "./responses.ts";
-import { PD_PATH } from "../lib/engine/pd.ts";
+import { PD_PATH } from "../lib/engine/prefill_decode.ts";
 import { mountUi, type UiAssets, type UiRouteOptions } from "./ui.ts";
 import {
   type Group,

@@ -36,7 +36,7 @@ import {
   streamOptionsCheck,
   toSampling,
 } from "./openai_common.ts";
-import { checkGrammar } from "../lib/engine/constrained.ts";
+import { checkGrammar } from "../lib/engine/grammar/constrained.ts";
 import { sseResponse } from "./sse.ts";
 
 const tokenIds = z.array(z.number().int("token ids must be integers")).min(1);

@@ -11,7 +11,11 @@
  */
 import type { Context } from "hono";
 import { z } from "zod";
-import { defaultSampling, type Sampling, type SamplingDefaults } from "../lib/engine/sampling.ts";
+import {
+  defaultSampling,
+  type Sampling,
+  type SamplingDefaults,
+} from "../lib/engine/sampling/sampling.ts";
 import { compileConstraint, isConstraintError, jsonObjectGbnf } from "../lib/constrain/mod.ts";
 import { openaiError } from "./errors.ts";
 import type { EngineRefusal } from "../lib/engine/scheduler.ts";

@@ -11,10 +11,13 @@
  * ```
  * @module
  */
-import { HEARTH_SAMPLING_DEFAULTS, type SamplingDefaults } from "../lib/engine/sampling.ts";
+import {
+  HEARTH_SAMPLING_DEFAULTS,
+  type SamplingDefaults,
+} from "../lib/engine/sampling/sampling.ts";
 import type { Context } from "hono";
 import { renderMetrics } from "../lib/engine/metrics.ts";
-import type { PromptCacheStats, TierStats } from "../lib/engine/prompt_cache.ts";
+import type { PromptCacheStats, TierStats } from "../lib/engine/cache/prompt_cache.ts";
 import type { ServerState } from "./state.ts";
 
 /** The handlers of the `ops` rows of routes/table.ts. */

@@ -15,7 +15,7 @@ import type { ChatLogger } from "../lib/chat/logger.ts";
 import type { CompiledTemplate } from "../lib/chat/template.ts";
 import { type ChannelCounters, type Metrics, newMetrics } from "../lib/engine/metrics.ts";
 import type { Scheduler } from "../lib/engine/scheduler.ts";
-import type { PdStats } from "../lib/engine/pd.ts";
+import type { PdStats } from "../lib/engine/prefill_decode.ts";
 import type { LibraryChoice } from "../lib/gpu/select.ts";
 import type { McpRegistry } from "../lib/mcp/registry.ts";
 

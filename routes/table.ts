@@ -181,8 +181,8 @@ export const SERVE_ROUTES: readonly Route[] = [
   GET("/v1/responses/:id/input_items", "responses", "listInputItems"),
   DELETE("/v1/responses/:id", "responses", "deleteResponse"),
 
-  // The prefill side of the prefill/decode split (--pd-config role prefill, routes/pd.ts);
-  // lib/engine/pd.ts's PD_PATH is this path.
+  // The prefill side of the prefill/decode split (--pd-config role prefill, routes/prefill_decode.ts);
+  // lib/engine/prefill_decode.ts's PD_PATH is this path.
   POST("/internal/pd/prefill", "pd", "prefill"),
 
   // The web UI (routes/ui.ts): pages, documents and assets; the --ui-port server's root.

@@ -17,7 +17,7 @@ import type { Context } from "hono";
 import { z } from "zod";
 import { chatCompletionsConversation } from "../lib/chat/openai_chat.ts";
 import { type ChatTurn, planTurn, turnError, type TurnResult } from "../lib/chat/turn.ts";
-import { defaultSampling } from "../lib/engine/sampling.ts";
+import { defaultSampling } from "../lib/engine/sampling/sampling.ts";
 import { isRefusal } from "../lib/engine/scheduler.ts";
 import type { ServerState } from "./state.ts";
 import { detokenizeIds, tokenizeText, tokenStrings } from "../lib/engine/tokens.ts";

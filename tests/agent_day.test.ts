@@ -5,11 +5,11 @@ import assert from "node:assert/strict";
 import { startServer } from "./support/server.ts";
 import { slowComputeEnv } from "./support/slow_compute.ts";
 import { cachedTinyModel, chatFormatModelPath, tinyModelPath } from "./support/models.ts";
-import { defaultSampling, modelSamplingDefaults } from "../lib/engine/sampling.ts";
+import { defaultSampling, modelSamplingDefaults } from "../lib/engine/sampling/sampling.ts";
 import { makeModel } from "../lib/gguf/mod.ts";
 import { closePartialJson, salvageCutCalls } from "../lib/chat/cut_call.ts";
 import { TOOL_FORMATS } from "../lib/chat/formats/mod.ts";
-import { utf8Next } from "../lib/engine/constrained.ts";
+import { utf8Next } from "../lib/engine/grammar/constrained.ts";
 import { readGgufHeader } from "../lib/gguf/reader.ts";
 
 const json = { "content-type": "application/json" };
@@ -362,7 +362,7 @@ Deno.test({
           "harmony",
           await cachedTinyModel(
             "agents-harmony",
-            ["chat_formats.ts", "agent_templates.ts", "presets.ts"],
+            ["make_model_formats.ts", "agent_templates.ts", "presets.ts"],
             { chatFormat: "harmony" },
           ),
           "<|channel|>analysis<|message|>",
@@ -593,7 +593,7 @@ Deno.test({
   sanitizeResources: false,
   fn: async () => {
     // Hermes with <tool_call> and <think> typed as control tokens (printed as nothing by default).
-    const model = await cachedTinyModel("hermes-control", ["chat_formats.ts", "presets.ts"], {
+    const model = await cachedTinyModel("hermes-control", ["make_model_formats.ts", "presets.ts"], {
       chatFormat: "hermes",
       controlMarkers: true,
     });

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { createBatchPacker } from "../lib/engine/batch_pack.ts";
 import type { EngineModel } from "../lib/engine/model.ts";
-import { defaultSampling } from "../lib/engine/sampling.ts";
+import { defaultSampling } from "../lib/engine/sampling/sampling.ts";
 import { newSeq, newSlotState, type Seq } from "../lib/engine/sched_state.ts";
 import { emptyStats, type GenRequest } from "../lib/engine/scheduler.ts";
 

@@ -29,16 +29,20 @@ import {
   type ToolFamily,
   type ToolFormat,
 } from "../lib/chat/formats/mod.ts";
-import { newLazyGrammarSampler, triggerTokenIds } from "../lib/engine/lazy_grammar.ts";
+import { newLazyGrammarSampler, triggerTokenIds } from "../lib/engine/grammar/lazy_grammar.ts";
 import { VALUE_END } from "../lib/chat/formats/qwen3_coder.ts";
 import { textWithout } from "../lib/constrain/text_without.ts";
 import { isConstraintError } from "../lib/constrain/error.ts";
 import { newGrammar, render } from "../lib/constrain/gbnf.ts";
 import { jsonSchemaToGbnf, newSchemaSet } from "../lib/constrain/json_schema.ts";
 import { alt } from "../lib/constrain/gbnf.ts";
-import { checkGrammar } from "../lib/engine/constrained.ts";
+import { checkGrammar } from "../lib/engine/grammar/constrained.ts";
 import { type EngineModel, loadEngineModel } from "../lib/engine/model.ts";
-import { CHAT_FORMAT_SPECS, CHAT_FORMATS, type ChatFormatName } from "../lib/gguf/chat_formats.ts";
+import {
+  CHAT_FORMAT_SPECS,
+  CHAT_FORMATS,
+  type ChatFormatName,
+} from "../lib/gguf/make_model_formats.ts";
 import { LLAMA3_CHAT_TEMPLATE, makeModel, modelMetadata, PRESETS } from "../lib/gguf/presets.ts";
 import { parseMakeModelArgs } from "../lib/cli/make_model_args.ts";
 import { tinyModelPath } from "./support/models.ts";

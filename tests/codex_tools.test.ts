@@ -27,7 +27,7 @@ import { customInputPrefix, responsesConversation } from "../lib/chat/responses.
 import { toTemplateMessages } from "../lib/chat/render.ts";
 import { compileTemplate, renderChat } from "../lib/chat/template.ts";
 import { templateTools } from "../lib/chat/render.ts";
-import { HERMES_TOOLS_TEMPLATE } from "../lib/gguf/chat_formats.ts";
+import { HERMES_TOOLS_TEMPLATE } from "../lib/gguf/make_model_formats.ts";
 import { CODEX_KEY_ENV, codexLocalOverrides } from "../lib/agents/local.ts";
 import { agentCliBin, isolatedCliEnv } from "./support/agent_clis.ts";
 import { chatFormatModelPath } from "./support/models.ts";

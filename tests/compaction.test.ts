@@ -31,7 +31,7 @@ const SECRET = "sk-compaction-4242";
 function plainSamplingModel(): Promise<string> {
   return cachedTinyModel(
     "hermes-ends40-t1",
-    ["chat_formats.ts", "reply_length.ts", "presets.ts"],
+    ["make_model_formats.ts", "reply_length.ts", "presets.ts"],
     {
       chatFormat: "hermes",
       replyLength: 40,

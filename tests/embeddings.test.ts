@@ -10,7 +10,7 @@ import { embeddingsIth, freeContext, newContext } from "../ffi/mod.ts";
 import { makeModel } from "../lib/gguf/mod.ts";
 import { createEmbedder, POOLING } from "../lib/engine/embeddings.ts";
 import { type EngineModel, loadEngineModel, unloadEngineModel } from "../lib/engine/model.ts";
-import { defaultSampling } from "../lib/engine/sampling.ts";
+import { defaultSampling } from "../lib/engine/sampling/sampling.ts";
 import { type GenEvent, isRefusal } from "../lib/engine/scheduler.ts";
 import type { ServerState } from "../routes/state.ts";
 import { tokenizeText } from "../lib/engine/tokens.ts";

@@ -2,7 +2,7 @@
 // batched decoding giving the same tokens as a solo run with the same seed.
 import assert from "node:assert/strict";
 import { flushText, newStopMatcher, pushText } from "../lib/engine/stop.ts";
-import { defaultSampling } from "../lib/engine/sampling.ts";
+import { defaultSampling } from "../lib/engine/sampling/sampling.ts";
 import type { GenEvent } from "../lib/engine/scheduler.ts";
 import { inProcessApp, inProcessState } from "./support/app.ts";
 

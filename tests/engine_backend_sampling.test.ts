@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import type { DeviceInfo } from "../ffi/mod.ts";
 import { onAccelerator } from "../lib/engine/devices.ts";
 import { loadEngineModel, unloadEngineModel } from "../lib/engine/model.ts";
-import { defaultSampling, type Sampling } from "../lib/engine/sampling.ts";
+import { defaultSampling, type Sampling } from "../lib/engine/sampling/sampling.ts";
 import type { GenRequest } from "../lib/engine/scheduler.ts";
 import { inProcessScheduler } from "../lib/engine/in_process.ts";
 import { tinyModelPath } from "./support/models.ts";

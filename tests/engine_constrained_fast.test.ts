@@ -13,7 +13,7 @@ import {
   constrainedStats,
   maskCacheProblem,
   setConstrainedMode,
-} from "../lib/engine/constrained.ts";
+} from "../lib/engine/grammar/constrained.ts";
 import {
   clearMaskCache,
   fullMask,
@@ -23,10 +23,10 @@ import {
   sameMask,
   setMaskCacheBudget,
   trieMask,
-} from "../lib/engine/grammar_mask.ts";
-import { defaultSampling } from "../lib/engine/sampling.ts";
+} from "../lib/engine/grammar/grammar_mask.ts";
+import { defaultSampling } from "../lib/engine/sampling/sampling.ts";
 import type { GenRequest, Scheduler } from "../lib/engine/scheduler.ts";
-import { tokenTrie } from "../lib/engine/token_trie.ts";
+import { tokenTrie } from "../lib/engine/grammar/token_trie.ts";
 import { BENCH_SCHEMA } from "../bench/schema.ts";
 import { tinyEngine } from "./support/tiny_engine.ts";
 

@@ -11,7 +11,7 @@ import {
   defaultSampling,
   greedyBias,
   greedyPick,
-} from "../lib/engine/sampling.ts";
+} from "../lib/engine/sampling/sampling.ts";
 import { tinyModelPath } from "./support/models.ts";
 
 Deno.test("greedyPick picks what llama.cpp's greedy chain picks, biases included", async () => {

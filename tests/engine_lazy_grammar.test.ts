@@ -8,11 +8,15 @@ import assert from "node:assert/strict";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { detokenize } from "../ffi/mod.ts";
 import { compileConstraint } from "../lib/constrain/mod.ts";
-import { checkGrammar } from "../lib/engine/constrained.ts";
+import { checkGrammar } from "../lib/engine/grammar/constrained.ts";
 import type { EngineModel } from "../lib/engine/model.ts";
-import { defaultSampling } from "../lib/engine/sampling.ts";
+import { defaultSampling } from "../lib/engine/sampling/sampling.ts";
 import { type GenEvent, type GenRequest, type Scheduler } from "../lib/engine/scheduler.ts";
-import { compileTriggerPatterns, newTriggerWatch, peekTrigger } from "../lib/engine/triggers.ts";
+import {
+  compileTriggerPatterns,
+  newTriggerWatch,
+  peekTrigger,
+} from "../lib/engine/grammar/triggers.ts";
 import { tinyEngine } from "./support/tiny_engine.ts";
 
 const TRIGGER = 128002; // <|reserved_special_token_0|>

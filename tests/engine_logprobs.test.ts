@@ -6,9 +6,9 @@ import assert from "node:assert/strict";
 import { decodeOneSequence } from "./support/decode.ts";
 import { freeContext, logitsIth, newContext } from "../ffi/mod.ts";
 import { compileConstraint } from "../lib/constrain/mod.ts";
-import { logSoftmaxTop } from "../lib/engine/logprobs.ts";
+import { logSoftmaxTop } from "../lib/engine/sampling/logprobs.ts";
 import type { EngineModel } from "../lib/engine/model.ts";
-import { defaultSampling } from "../lib/engine/sampling.ts";
+import { defaultSampling } from "../lib/engine/sampling/sampling.ts";
 import {
   type GenEvent,
   type GenRequest,

@@ -1,4 +1,4 @@
-// The row sampler of lib/engine/fast_sample.ts against llama.cpp's own chain: on fixed logits rows
+// The row sampler of lib/engine/sampling/fast_sample.ts against llama.cpp's own chain: on fixed logits rows
 // (peaked as a trained model's, and flat, where the top-p prefix runs long), with each setting it
 // takes (`top_k: 0` with the other defaults, top-p alone, min-p alone, temperature alone, logit
 // biases and banned tokens; a top-k, the OpenAI default since issue 27, stays with the chain), the
@@ -7,8 +7,17 @@
 // (chi-square); the row must be left as it was; and the engine must sample such a request here.
 import assert from "node:assert/strict";
 import { openLlama, samplerFree, tokenDataArray } from "../ffi/mod.ts";
-import { fastSampleCount, fastSampler, mt19937, uniform01 } from "../lib/engine/fast_sample.ts";
-import { buildSamplerChain, defaultSampling, type Sampling } from "../lib/engine/sampling.ts";
+import {
+  fastSampleCount,
+  fastSampler,
+  mt19937,
+  uniform01,
+} from "../lib/engine/sampling/fast_sample.ts";
+import {
+  buildSamplerChain,
+  defaultSampling,
+  type Sampling,
+} from "../lib/engine/sampling/sampling.ts";
 import { tinyEngine } from "./support/tiny_engine.ts";
 
 const N_VOCAB = 32000;

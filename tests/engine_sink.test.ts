@@ -4,7 +4,7 @@
 // land after the post. Own model load: a second scheduler must not share the tiny engine's cells.
 import assert from "node:assert/strict";
 import { loadEngineModel, unloadEngineModel } from "../lib/engine/model.ts";
-import { defaultSampling } from "../lib/engine/sampling.ts";
+import { defaultSampling } from "../lib/engine/sampling/sampling.ts";
 import { createScheduler, type GenEvent, isRefusal } from "../lib/engine/scheduler.ts";
 import { tinyModelPath } from "./support/models.ts";
 

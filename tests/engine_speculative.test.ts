@@ -4,9 +4,9 @@
 // text repeats; and a cancelled sequence still frees its cells.
 import assert from "node:assert/strict";
 import { loadEngineModel, unloadEngineModel } from "../lib/engine/model.ts";
-import { defaultSampling, type Sampling } from "../lib/engine/sampling.ts";
+import { defaultSampling, type Sampling } from "../lib/engine/sampling/sampling.ts";
 import type { GenRequest, Scheduler } from "../lib/engine/scheduler.ts";
-import { lookupDraft } from "../lib/engine/lookup.ts";
+import { lookupDraft } from "../lib/engine/speculative/lookup.ts";
 import { newMetrics, renderMetrics } from "../lib/engine/metrics.ts";
 import { inProcessScheduler } from "../lib/engine/in_process.ts";
 import { tinyModelPath } from "./support/models.ts";

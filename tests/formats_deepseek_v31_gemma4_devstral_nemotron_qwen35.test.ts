@@ -11,7 +11,7 @@ import type { ToolSpec } from "../lib/chat/conversation.ts";
 import { detectToolFamily, detectToolFormat } from "../lib/chat/formats/mod.ts";
 import { chatReply, planChat } from "../lib/chat/generation.ts";
 import { compileTemplate } from "../lib/chat/template.ts";
-import { defaultSampling } from "../lib/engine/sampling.ts";
+import { defaultSampling } from "../lib/engine/sampling/sampling.ts";
 import { tokenizeText } from "../lib/engine/tokens.ts";
 import { type FamilyCase, familyTests, forcedCall } from "./support/family_harness.ts";
 import { bundledTemplate, tinyWorkerEngine, withFormatModel } from "./support/family_models.ts";

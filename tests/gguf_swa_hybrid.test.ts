@@ -37,7 +37,7 @@ import {
 import { DEFAULT_SLIDING_WINDOW, GgufType, makeModel, readGgufHeader } from "../lib/gguf/mod.ts";
 import { loadEngineModel, unloadEngineModel } from "../lib/engine/model.ts";
 import { inProcessScheduler } from "../lib/engine/in_process.ts";
-import { defaultSampling } from "../lib/engine/sampling.ts";
+import { defaultSampling } from "../lib/engine/sampling/sampling.ts";
 import { parseMakeModelArgs } from "../lib/cli/make_model_args.ts";
 import { cachedTinyModel } from "./support/models.ts";
 

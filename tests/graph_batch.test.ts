@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { graphBatchLayout } from "../lib/engine/graph_batch.ts";
 import { loadEngineModel, unloadEngineModel } from "../lib/engine/model.ts";
-import { defaultSampling, type Sampling } from "../lib/engine/sampling.ts";
+import { defaultSampling, type Sampling } from "../lib/engine/sampling/sampling.ts";
 import type { GenRequest } from "../lib/engine/scheduler.ts";
 import { memorySeqPosMax } from "../ffi/mod.ts";
 import { tinyModelPath } from "./support/models.ts";

@@ -1,5 +1,5 @@
 /**
- * The prompt cache beyond the slots (`lib/engine/prompt_cache.ts`, DESIGN 4d): its index and
+ * The prompt cache beyond the slots (`lib/engine/cache/prompt_cache.ts`, DESIGN 4d): its index and
  * tiers on their own, then in the engine (a slot's KV saved when another request takes the slot,
  * restored for a later prompt sharing its prefix, with the same output as computing it), then
  * the disk tier across a restart of the real server, with a mismatched cache type as a miss.
@@ -10,12 +10,12 @@ import {
   decodeEntry,
   encodeEntry,
   openPromptCache,
-} from "../lib/engine/prompt_cache.ts";
+} from "../lib/engine/cache/prompt_cache.ts";
 import { loadEngineModel } from "../lib/engine/model.ts";
-import { modelFingerprint } from "../lib/engine/pd.ts";
+import { modelFingerprint } from "../lib/engine/prefill_decode.ts";
 import { inProcessScheduler } from "../lib/engine/in_process.ts";
 import type { GenEvent, GenRequest } from "../lib/engine/scheduler.ts";
-import { defaultSampling } from "../lib/engine/sampling.ts";
+import { defaultSampling } from "../lib/engine/sampling/sampling.ts";
 import { cachedTinyModel, tinyModelPath } from "./support/models.ts";
 import { startServer } from "./support/server.ts";
 

@@ -1,4 +1,4 @@
-// The reasoning budget on its own (`lib/engine/reasoning_budget.ts`), without a model: where
+// The reasoning budget on its own (`lib/engine/sampling/reasoning_budget.ts`), without a model: where
 // counting starts (an `open` prompt, or a start marker split across pieces), the cap that starts
 // the forcing, an end marker before the cap, a family without an end marker, and the forced
 // tokens handed out in order without touching the request's own list.
@@ -9,7 +9,7 @@ import {
   countReasoning,
   forcedToken,
   newBudget,
-} from "../lib/engine/reasoning_budget.ts";
+} from "../lib/engine/sampling/reasoning_budget.ts";
 import type { ReasoningBudget } from "../lib/engine/scheduler.ts";
 
 const marks = (tokens: number, open = false, force = [90, 91]): ReasoningBudget => ({

@@ -51,7 +51,7 @@ async function served(path: string, maxSeqLen = 1024) {
 type Block = { type: string; thinking?: string; text?: string };
 
 const harmonyModel = () =>
-  cachedTinyModel("agents-harmony", ["chat_formats.ts", "agent_templates.ts", "presets.ts"], {
+  cachedTinyModel("agents-harmony", ["make_model_formats.ts", "agent_templates.ts", "presets.ts"], {
     chatFormat: "harmony",
   });
 
@@ -115,7 +115,11 @@ Deno.test({
 
 /** MiniMax-M2's template opens `<think>` in every generation prompt: each reply starts inside it. */
 const minimaxModel = () =>
-  cachedTinyModel("agents-minimax-m2", ["chat_formats.ts", "agent_templates.ts", "presets.ts"], {
+  cachedTinyModel("agents-minimax-m2", [
+    "make_model_formats.ts",
+    "agent_templates.ts",
+    "presets.ts",
+  ], {
     chatFormat: "minimax-m2",
   });
 

@@ -11,14 +11,14 @@ import { inspectRoutes } from "hono/dev";
 import type { AgentFeatures } from "../lib/agents/mod.ts";
 import { createBus } from "../lib/events/bus.ts";
 import { createFanout } from "../lib/events/fanout.ts";
-import { PD_PATH, type PdConfig } from "../lib/engine/pd.ts";
+import { PD_PATH, type PdConfig } from "../lib/engine/prefill_decode.ts";
 import type { VideoService } from "../lib/video/operations.ts";
 import { agentRoutes } from "../routes/agents.ts";
 import { anthropicRoutes } from "../routes/anthropic.ts";
 import { createApp, HANDED_OVER, newSurfaces } from "../routes/app.ts";
 import { eventRoutes } from "../routes/events.ts";
 import { managerRoutes } from "../routes/manager.ts";
-import { pdRoutes } from "../routes/pd.ts";
+import { pdRoutes } from "../routes/prefill_decode.ts";
 import { newServerState } from "../routes/state.ts";
 import {
   MANAGER_ROUTES,

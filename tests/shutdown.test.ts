@@ -4,7 +4,7 @@
 // small LD_PRELOAD library compiled here makes the open of a cache file (`*.hkv.tmp`) wait until
 // a gate file exists, marking that it got there; everything else is the real server.
 import assert from "node:assert/strict";
-import { decodeEntry } from "../lib/engine/prompt_cache.ts";
+import { decodeEntry } from "../lib/engine/cache/prompt_cache.ts";
 import { tinyModelPath } from "./support/models.ts";
 import { startServer } from "./support/server.ts";
 import { compileShared } from "./fixtures/fake_gpu.ts";

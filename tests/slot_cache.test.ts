@@ -1,11 +1,11 @@
-// The slot a new sequence takes (`lib/engine/slot_cache.ts`'s `takeSlot`), with a stand-in model:
+// The slot a new sequence takes (`lib/engine/cache/slot_cache.ts`'s `takeSlot`), with a stand-in model:
 // the free slot sharing the longest prefix with the prompt, ties to the lowest id, so a step's
 // sequence ids stay low and dense.
 import assert from "node:assert/strict";
 import type { EngineModel } from "../lib/engine/model.ts";
 import { newSlotState } from "../lib/engine/sched_state.ts";
 import { emptyStats } from "../lib/engine/scheduler.ts";
-import { createSlotCache } from "../lib/engine/slot_cache.ts";
+import { createSlotCache } from "../lib/engine/cache/slot_cache.ts";
 
 Deno.test("a prompt takes the free slot with the longest shared prefix, ties to the lowest id", () => {
   const m = { maxBatch: 4, nCtxSeq: 64, stateTrim: true, kvTrim: true } as EngineModel;

@@ -10,7 +10,7 @@
  * import type { Conversation } from "./conversation.ts";
  * import type { CompiledTemplate } from "./template.ts";
  * import type { Scheduler } from "../engine/scheduler.ts";
- * import { defaultSampling } from "../engine/sampling.ts";
+ * import { defaultSampling } from "../engine/sampling/sampling.ts";
  * declare const engine: Scheduler, template: CompiledTemplate, conv: Conversation;
  * const sampling = defaultSampling();
  * const plan = planChat(engine.model, template, conv, { sampling, stop: [], ignoreEos: false },
@@ -27,9 +27,9 @@ import { isConstraintError } from "../constrain/mod.ts";
 import type { Relaxation } from "../constrain/json_schema.ts";
 import { MAX_RESAMPLES, newCallVetter, resampleRequest } from "./call_vetting.ts";
 import { callGrammarFor, type ToolChecks, toolChecks } from "./tool_checks.ts";
-import { checkGrammar } from "../engine/constrained.ts";
+import { checkGrammar } from "../engine/grammar/constrained.ts";
 import type { EngineModel } from "../engine/model.ts";
-import type { Sampling } from "../engine/sampling.ts";
+import type { Sampling } from "../engine/sampling/sampling.ts";
 import { type GenEvent, type GenRequest, isRefusal } from "../engine/scheduler.ts";
 import { specialSpellings, tokenizeText } from "../engine/tokens.ts";
 import {
@@ -40,7 +40,7 @@ import {
   type ToolSpec,
 } from "./conversation.ts";
 import { detectToolFormat, type ToolFormat } from "./formats/mod.ts";
-import { triggerTokenIds } from "../engine/lazy_grammar.ts";
+import { triggerTokenIds } from "../engine/grammar/lazy_grammar.ts";
 import { endsInsideReasoning, grammarAfterReasoning, newReasoningSplitter } from "./reasoning.ts";
 import { renderConversation, type RenderOptions } from "./render.ts";
 import type { CompiledTemplate } from "./template.ts";

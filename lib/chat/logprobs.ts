@@ -12,7 +12,7 @@
  * ```
  * @module
  */
-import type { TokenLogprob } from "../engine/logprobs.ts";
+import type { TokenLogprob } from "../engine/sampling/logprobs.ts";
 
 export type { TokenLogprob };
 

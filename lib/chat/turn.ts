@@ -9,7 +9,7 @@
  * @example
  * ```ts
  * import { planTurn, startTurn } from "./turn.ts";
- * import { defaultSampling } from "../engine/sampling.ts";
+ * import { defaultSampling } from "../engine/sampling/sampling.ts";
  * declare const deps: import("./turn.ts").TurnDeps;
  * declare const conv: import("./conversation.ts").Conversation;
  * const planned = await planTurn(deps, {
@@ -28,7 +28,7 @@
  * @module
  */
 import type { EngineModel } from "../engine/model.ts";
-import type { Sampling } from "../engine/sampling.ts";
+import type { Sampling } from "../engine/sampling/sampling.ts";
 import { type GenEvent, type GenRequest, isRefusal } from "../engine/scheduler.ts";
 import type { McpRegistry } from "../mcp/registry.ts";
 import { type Conversation, isChatInputError } from "./conversation.ts";

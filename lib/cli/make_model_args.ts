@@ -12,7 +12,7 @@
  * @module
  */
 import { z } from "zod";
-import { CHAT_FORMATS } from "../gguf/chat_formats.ts";
+import { CHAT_FORMATS } from "../gguf/make_model_formats.ts";
 import { ARCH_VARIANTS } from "../gguf/arch_variants.ts";
 
 const schema = z.strictObject({

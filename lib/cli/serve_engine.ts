@@ -16,8 +16,13 @@ import { lastLoadStackBytes } from "../../ffi/load_thread.ts";
 import { describeDevices, onAccelerator, type RankOptions } from "../engine/devices.ts";
 import { describeFit, hostMemAvailable } from "../engine/fit.ts";
 import { type EngineModel, loadEngineModel } from "../engine/model.ts";
-import { modelFingerprint, type PdConfig, type PdStats, withRemotePrefill } from "../engine/pd.ts";
-import { describePromptCache, type PromptCacheOptions } from "../engine/prompt_cache.ts";
+import {
+  modelFingerprint,
+  type PdConfig,
+  type PdStats,
+  withRemotePrefill,
+} from "../engine/prefill_decode.ts";
+import { describePromptCache, type PromptCacheOptions } from "../engine/cache/prompt_cache.ts";
 import type { Scheduler } from "../engine/scheduler.ts";
 import { startWorkerEngine } from "../engine/worker_host.ts";
 

@@ -15,7 +15,7 @@ import type { ServeConfig } from "./flags.ts";
 import { isLoopback } from "./flags.ts";
 import { type AgentsFile, loadAgentsConfig } from "../agents/config.ts";
 import { compileTemplate } from "../chat/template.ts";
-import { loadPdConfig, type PdConfig } from "../engine/pd.ts";
+import { loadPdConfig, type PdConfig } from "../engine/prefill_decode.ts";
 import { loadMcpConfig, type McpConfig } from "../mcp/config.ts";
 import { readBlocklist } from "../video/blocklist.ts";
 

@@ -17,9 +17,9 @@
  * @module
  */
 import { type Batch, memorySeqRm, newBatch, setBatchSize } from "../../ffi/mod.ts";
-import { lookupDraft } from "./lookup.ts";
+import { lookupDraft } from "./speculative/lookup.ts";
 import type { EngineModel } from "./model.ts";
-import { draftAll, type DraftAsk } from "./mtp_heads.ts";
+import { draftAll, type DraftAsk } from "./speculative/mtp_heads.ts";
 import {
   headsFailed,
   NO_DRAFTS,

@@ -12,7 +12,7 @@
  * @module
  */
 import { emptyStats, type EngineStats } from "./scheduler.ts";
-import type { TierStats } from "./prompt_cache.ts";
+import type { TierStats } from "./cache/prompt_cache.ts";
 
 /** Event-channel counters (the HTTP layer reads them from the fan-out). */
 export type ChannelCounters = {

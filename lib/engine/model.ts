@@ -10,7 +10,7 @@
  * ```
  * @module
  */
-import { modelSamplingDefaults, type SamplingDefaults } from "./sampling.ts";
+import { modelSamplingDefaults, type SamplingDefaults } from "./sampling/sampling.ts";
 import {
   attachLlama,
   attachThreadpool,

@@ -15,13 +15,13 @@
  * @module
  */
 import type { SamplerPtr } from "../../ffi/mod.ts";
-import type { SeqGrammar } from "./constrained.ts";
-import type { RowSampler } from "./fast_sample.ts";
-import type { TokenLogprob } from "./logprobs.ts";
+import type { SeqGrammar } from "./grammar/constrained.ts";
+import type { RowSampler } from "./sampling/fast_sample.ts";
+import type { TokenLogprob } from "./sampling/logprobs.ts";
 import type { EngineModel } from "./model.ts";
-import type { Heads } from "./mtp_heads.ts";
-import { type BudgetState, newBudget } from "./reasoning_budget.ts";
-import type { GreedyBias } from "./sampling.ts";
+import type { Heads } from "./speculative/mtp_heads.ts";
+import { type BudgetState, newBudget } from "./sampling/reasoning_budget.ts";
+import type { GreedyBias } from "./sampling/sampling.ts";
 import type { EngineStats, FinishReason, GenEvent, GenRequest } from "./scheduler_types.ts";
 import { newTextStream, type TextStream } from "./text_stream.ts";
 

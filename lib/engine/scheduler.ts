@@ -38,8 +38,8 @@ import { createBatchPacker } from "./batch_pack.ts";
 import { newChannel } from "./channel.ts";
 import { onAccelerator } from "./devices.ts";
 import type { EngineModel } from "./model.ts";
-import { mirrorStep, newHeads } from "./mtp_heads.ts";
-import { createSampleStep } from "./sample_step.ts";
+import { mirrorStep, newHeads } from "./speculative/mtp_heads.ts";
+import { createSampleStep } from "./sampling/sample_step.ts";
 import {
   doneEvent,
   gone,
@@ -61,8 +61,8 @@ import {
   type SchedulerOptions,
 } from "./scheduler_types.ts";
 import { createSeqEnds } from "./seq_end.ts";
-import { createSeqSampler } from "./seq_sampler.ts";
-import { createSlotCache } from "./slot_cache.ts";
+import { createSeqSampler } from "./sampling/seq_sampler.ts";
+import { createSlotCache } from "./cache/slot_cache.ts";
 
 export { checkRequest, emptyStats, isRefusal, MAX_LOGPROBS, refusal } from "./scheduler_types.ts";
 export type {

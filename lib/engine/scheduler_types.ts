@@ -14,11 +14,11 @@
  * ```
  * @module
  */
-import type { TokenLogprob, TopTokenLogprob } from "./logprobs.ts";
+import type { TokenLogprob, TopTokenLogprob } from "./sampling/logprobs.ts";
 import type { EngineModel } from "./model.ts";
-import type { PromptCacheOptions, PromptCacheStats } from "./prompt_cache.ts";
-import type { Sampling } from "./sampling.ts";
-import type { GrammarTriggers } from "./triggers.ts";
+import type { PromptCacheOptions, PromptCacheStats } from "./cache/prompt_cache.ts";
+import type { Sampling } from "./sampling/sampling.ts";
+import type { GrammarTriggers } from "./grammar/triggers.ts";
 
 export type GenRequest = {
   prompt: Int32Array;

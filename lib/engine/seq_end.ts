@@ -14,8 +14,8 @@
  */
 import { doneEvent, type Seq, type SlotState } from "./sched_state.ts";
 import type { FinishReason } from "./scheduler_types.ts";
-import type { SeqSampler } from "./seq_sampler.ts";
-import type { SlotCache } from "./slot_cache.ts";
+import type { SeqSampler } from "./sampling/seq_sampler.ts";
+import type { SlotCache } from "./cache/slot_cache.ts";
 import { endText } from "./text_stream.ts";
 
 export type SeqEndsDeps = {

@@ -1,6 +1,6 @@
 /**
  * A tiny test model with a multi-token-prediction (MTP, "NextN") head that llama.cpp can draft
- * with (`LLAMA_CONTEXT_TYPE_MTP`). See `lib/engine/MTP.md` for the call sequence.
+ * with (`LLAMA_CONTEXT_TYPE_MTP`). See `lib/engine/speculative/MTP.md` for the call sequence.
  *
  * Architecture: `glm4moe` (GLM-4.5), the plainest of the architectures llama.cpp builds an MTP
  * graph for: a pure attention trunk, so rejected drafts roll back with `llama_memory_seq_rm`

@@ -48,7 +48,7 @@ import {
   tensorByteSize,
 } from "./types.ts";
 import { type TensorSpec, writeGguf } from "./writer.ts";
-import { applyChatFormat, CHAT_FORMATS, type ChatFormatName } from "./chat_formats.ts";
+import { applyChatFormat, CHAT_FORMATS, type ChatFormatName } from "./make_model_formats.ts";
 import { endOfTurnIds, planReplyLength } from "./reply_length.ts";
 import { makeMtpModel } from "./mtp.ts";
 import { type ArchVariant, makeArchVariantModel } from "./arch_variants.ts";
@@ -134,7 +134,7 @@ export type MakeModelOptions = {
   /** `general.name`; defaults to `hearth-<preset>` (plus `-embed` for embedding models). */
   name?: string;
   /**
-   * A tool-calling family's chat template and marker tokens (see `chat_formats.ts`); without it
+   * A tool-calling family's chat template and marker tokens (see `make_model_formats.ts`); without it
    * the model has the plain Llama-3 template.
    */
   chatFormat?: ChatFormatName;

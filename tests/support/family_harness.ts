@@ -27,7 +27,7 @@ import {
 } from "../../lib/chat/generation.ts";
 import type { CompiledTemplate } from "../../lib/chat/template.ts";
 import type { EngineModel } from "../../lib/engine/model.ts";
-import { defaultSampling } from "../../lib/engine/sampling.ts";
+import { defaultSampling } from "../../lib/engine/sampling/sampling.ts";
 import type { GenEvent } from "../../lib/engine/scheduler.ts";
 import type { WorkerEngine } from "../../lib/engine/worker_host.ts";
 import { dialectsTest } from "./family_dialects.ts";

@@ -12,7 +12,7 @@
  */
 import { type EngineModel, loadEngineModel } from "../../lib/engine/model.ts";
 import { startWorkerEngine, type WorkerEngine } from "../../lib/engine/worker_host.ts";
-import type { ChatFormatName } from "../../lib/gguf/chat_formats.ts";
+import type { ChatFormatName } from "../../lib/gguf/make_model_formats.ts";
 import { llamaSourceDir } from "./llama_source.ts";
 import { cachedTinyModel, tinyModelPath } from "./models.ts";
 
@@ -51,7 +51,11 @@ export function familyEngine(format: ChatFormatName): Promise<WorkerEngine> {
   return engineOnce(
     `agents-${format}`,
     () =>
-      cachedTinyModel(`agents-${format}`, ["chat_formats.ts", "agent_templates.ts", "presets.ts"], {
+      cachedTinyModel(`agents-${format}`, [
+        "make_model_formats.ts",
+        "agent_templates.ts",
+        "presets.ts",
+      ], {
         chatFormat: format,
       }),
   );
@@ -72,7 +76,7 @@ export async function withFormatModel<T>(
 ): Promise<T> {
   const path = await cachedTinyModel(
     format,
-    ["chat_formats.ts", "family_templates.ts", "presets.ts"],
+    ["make_model_formats.ts", "family_templates.ts", "presets.ts"],
     { chatFormat: format },
   );
   const m = await loadEngineModel({ path, maxBatch: 1, maxSeqLen: 2048, threads: 1 });

@@ -18,7 +18,7 @@ import { TOOL_FORMATS, type ToolFamily, type ToolFormat } from "../../lib/chat/f
 import { chatReply } from "../../lib/chat/generation.ts";
 import { newReasoningSplitter } from "../../lib/chat/reasoning.ts";
 import { compileTemplate, renderChat } from "../../lib/chat/template.ts";
-import type { ChatFormatName } from "../../lib/gguf/chat_formats.ts";
+import type { ChatFormatName } from "../../lib/gguf/make_model_formats.ts";
 import { bundledTemplate, familyEngine } from "./family_models.ts";
 import { replay } from "./family_tools.ts";
 

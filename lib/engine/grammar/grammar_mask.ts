@@ -35,9 +35,9 @@
  * ```
  * @module
  */
-import { type SamplerPtr, samplers, tokenDataArray, tokenToPiece } from "../../ffi/mod.ts";
-import { verifyGrammarLayout } from "../../ffi/grammar_state.ts";
-import type { EngineModel } from "./model.ts";
+import { type SamplerPtr, samplers, tokenDataArray, tokenToPiece } from "../../../ffi/mod.ts";
+import { verifyGrammarLayout } from "../../../ffi/grammar_state.ts";
+import type { EngineModel } from "../model.ts";
 import { tokenTrie, utf8Remain } from "./token_trie.ts";
 
 /** The tokens a grammar state allows: a sorted list when few, else a bitset. */

@@ -57,7 +57,7 @@ import {
   samplerSample,
   tokenDataArray,
   tokenToPiece,
-} from "../../ffi/mod.ts";
+} from "../../../ffi/mod.ts";
 import {
   awaitingTrigger,
   grammarAddress,
@@ -65,8 +65,8 @@ import {
   type RuleTable,
   ruleTable,
   stateKey,
-} from "../../ffi/grammar_state.ts";
-import type { EngineModel } from "./model.ts";
+} from "../../../ffi/grammar_state.ts";
+import type { EngineModel } from "../model.ts";
 import {
   byteTokens,
   cachedMask,

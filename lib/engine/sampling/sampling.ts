@@ -10,7 +10,7 @@
  * ```
  * @module
  */
-import { chainAdd, type Llama, samplerChain, type SamplerPtr, samplers } from "../../ffi/mod.ts";
+import { chainAdd, type Llama, samplerChain, type SamplerPtr, samplers } from "../../../ffi/mod.ts";
 
 export type Sampling = {
   temperature: number;

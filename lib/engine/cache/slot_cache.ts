@@ -16,12 +16,12 @@
  * ```
  * @module
  */
-import { memorySeqPosMax, memorySeqRm, seqStateGet, seqStateSet } from "../../ffi/mod.ts";
-import type { EngineModel } from "./model.ts";
-import { dropFrom } from "./mtp_heads.ts";
+import { memorySeqPosMax, memorySeqRm, seqStateGet, seqStateSet } from "../../../ffi/mod.ts";
+import type { EngineModel } from "../model.ts";
+import { dropFrom } from "../speculative/mtp_heads.ts";
 import { type CacheHit, openPromptCache, type PromptCache } from "./prompt_cache.ts";
-import type { Seq, SlotState, StepCounters } from "./sched_state.ts";
-import type { SchedulerOptions } from "./scheduler_types.ts";
+import type { Seq, SlotState, StepCounters } from "../sched_state.ts";
+import type { SchedulerOptions } from "../scheduler_types.ts";
 
 /** Tokens before the end of a prompt at which a model that cannot trim its cache checkpoints. */
 const CHECKPOINT_TAIL = 4;

@@ -18,8 +18,8 @@
  * ```
  * @module
  */
-import { tokenToPiece } from "../../ffi/mod.ts";
-import type { EngineModel } from "./model.ts";
+import { tokenToPiece } from "../../../ffi/mod.ts";
+import type { EngineModel } from "../model.ts";
 
 export type TokenTrie = {
   /** Tokens without a parent, ascending. */

@@ -15,14 +15,14 @@
  *
  * @example
  * ```ts
- * import { parsePdConfig, withRemotePrefill } from "./pd.ts";
+ * import { parsePdConfig, withRemotePrefill } from "./prefill_decode.ts";
  * const cfg = parsePdConfig('{"role":"decode","peer":"http://10.0.0.2:8000","token":"s3cret"}');
  * const engine = withRemotePrefill(local, cfg, await modelFingerprint(local.model.path));
  * ```
  * @module
  */
 import { z } from "zod";
-import { defaultSampling } from "./sampling.ts";
+import { defaultSampling } from "./sampling/sampling.ts";
 import {
   checkRequest,
   type GenEvent,

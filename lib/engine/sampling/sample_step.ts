@@ -15,10 +15,10 @@
  * ```
  * @module
  */
-import { logitsIth, memorySeqRm, seqStateGet, tokenToPiece } from "../../ffi/mod.ts";
+import { logitsIth, memorySeqRm, seqStateGet, tokenToPiece } from "../../../ffi/mod.ts";
 import { logSoftmaxTop, type TokenLogprob, type TopTokenLogprob } from "./logprobs.ts";
-import type { EngineModel } from "./model.ts";
-import { dropFrom, settle } from "./mtp_heads.ts";
+import type { EngineModel } from "../model.ts";
+import { dropFrom, settle } from "../speculative/mtp_heads.ts";
 import { countReasoning } from "./reasoning_budget.ts";
 import {
   gone,
@@ -27,10 +27,10 @@ import {
   type Seq,
   type SlotState,
   type StepCounters,
-} from "./sched_state.ts";
-import type { FinishReason } from "./scheduler_types.ts";
+} from "../sched_state.ts";
+import type { FinishReason } from "../scheduler_types.ts";
 import type { SeqSampler } from "./seq_sampler.ts";
-import { pushPiece } from "./text_stream.ts";
+import { pushPiece } from "../text_stream.ts";
 
 export type SampleStepDeps = {
   m: EngineModel;

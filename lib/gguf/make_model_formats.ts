@@ -13,7 +13,7 @@
  *
  * @example
  * ```ts
- * import { applyChatFormat } from "./chat_formats.ts";
+ * import { applyChatFormat } from "./make_model_formats.ts";
  * // tokenizer: the `tokenizer.*` KVs of the Llama-3 vocab, as a Map
  * // applyChatFormat(tokenizer, "hermes"); // renames tokens, sets tokenizer.chat_template
  * ```

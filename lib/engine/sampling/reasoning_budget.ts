@@ -16,11 +16,11 @@
  * ```
  * @module
  */
-import { samplerAccept, type SamplerPtr } from "../../ffi/mod.ts";
-import { acceptForced, type SeqGrammar } from "./constrained.ts";
-import type { EngineModel } from "./model.ts";
+import { samplerAccept, type SamplerPtr } from "../../../ffi/mod.ts";
+import { acceptForced, type SeqGrammar } from "../grammar/constrained.ts";
+import type { EngineModel } from "../model.ts";
 import type { GreedyBias } from "./sampling.ts";
-import type { ReasoningBudget } from "./scheduler_types.ts";
+import type { ReasoningBudget } from "../scheduler_types.ts";
 
 /** A sequence's progress against its reasoning budget. */
 export type BudgetState = {

@@ -8,13 +8,19 @@
  * @example
  * ```ts
  * import { newLazyGrammarSampler } from "./lazy_grammar.ts";
- * import { hermesFormat } from "../chat/formats/hermes.ts";
+ * import { hermesFormat } from "../../chat/formats/hermes.ts";
  * const gbnf = hermesFormat.callGrammar(tools, { parallel: false });
  * const s = newLazyGrammarSampler(llama, vocab, gbnf, hermesFormat.triggers); // null: bad grammar
  * ```
  * @module
  */
-import { type Llama, type SamplerPtr, samplers, tokenize, type VocabPtr } from "../../ffi/mod.ts";
+import {
+  type Llama,
+  type SamplerPtr,
+  samplers,
+  tokenize,
+  type VocabPtr,
+} from "../../../ffi/mod.ts";
 import { compileTriggerPatterns } from "./triggers.ts";
 
 /** Trigger spellings: regexes over the text, and strings that may be single tokens. */

@@ -8,8 +8,8 @@
  *
  * @example
  * ```sh
- * deno run -A bench/pd.ts                       # 4 streams, 6 prompts of 1024 tokens
- * deno run -A bench/pd.ts --streams 8 --prompt-tokens 512 --arrivals 8
+ * deno run -A bench/prefill_decode.ts                       # 4 streams, 6 prompts of 1024 tokens
+ * deno run -A bench/prefill_decode.ts --streams 8 --prompt-tokens 512 --arrivals 8
  * ```
  * @module
  */

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { freePort, runMain, startServer } from "./support/server.ts";
 import { chatFormatModelPath, tinyModelPath } from "./support/models.ts";
-import { PD_PATH, PD_TOKENS_HEADER } from "../lib/engine/pd.ts";
+import { PD_PATH, PD_TOKENS_HEADER } from "../lib/engine/prefill_decode.ts";
 
 const SERVE = ["--max-batch", "4", "--max-seq-len", "1024", "--threads", "1"];
 

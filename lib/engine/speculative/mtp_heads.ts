@@ -24,9 +24,9 @@
  * ```
  * @module
  */
-import { type Batch, decodeSync, memorySeqRm, setBatchSize } from "../../ffi/mod.ts";
-import { embeddingsNextnRows, type MtpContext } from "../../ffi/mtp.ts";
-import type { EngineModel } from "./model.ts";
+import { type Batch, decodeSync, memorySeqRm, setBatchSize } from "../../../ffi/mod.ts";
+import { embeddingsNextnRows, type MtpContext } from "../../../ffi/mtp.ts";
+import type { EngineModel } from "../model.ts";
 
 export type Heads = {
   mtp: MtpContext;

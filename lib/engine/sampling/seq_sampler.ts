@@ -24,10 +24,14 @@ import {
   type SamplerPtr,
   samplerSample,
   setBackendSampler,
-} from "../../ffi/mod.ts";
-import { freeGrammarSampler, newGrammarSampler, sampleConstrained } from "./constrained.ts";
+} from "../../../ffi/mod.ts";
+import {
+  freeGrammarSampler,
+  newGrammarSampler,
+  sampleConstrained,
+} from "../grammar/constrained.ts";
 import { fastSampler } from "./fast_sample.ts";
-import type { EngineModel } from "./model.ts";
+import type { EngineModel } from "../model.ts";
 import { forcedToken } from "./reasoning_budget.ts";
 import {
   backendSamplingFits,
@@ -36,7 +40,7 @@ import {
   greedyPick,
   isNeutralPenalty,
 } from "./sampling.ts";
-import type { Seq, StepCounters } from "./sched_state.ts";
+import type { Seq, StepCounters } from "../sched_state.ts";
 
 export type SeqSamplerDeps = {
   m: EngineModel;

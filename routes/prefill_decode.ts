@@ -7,7 +7,7 @@
  *
  * @example
  * ```ts
- * import { pdRoutes } from "./pd.ts";
+ * import { pdRoutes } from "./prefill_decode.ts";
  * const counters = { role: "prefill" as const, remotePrefills: 0, fallbacks: 0 };
  * app.route("/", pdRoutes(state, cfg, counters, () => modelFingerprint(modelPath)));
  * ```
@@ -23,7 +23,7 @@ import {
   type PdConfig,
   type PdStats,
   tokenMatches,
-} from "../lib/engine/pd.ts";
+} from "../lib/engine/prefill_decode.ts";
 import { isRefusal } from "../lib/engine/scheduler.ts";
 import { openaiError, parseBody } from "./errors.ts";
 import { mountRoutes, routesOf, SERVE_ROUTES } from "./table.ts";
