@@ -19,6 +19,7 @@ import {
   type Sampling,
 } from "../lib/engine/sampling/sampling.ts";
 import { tinyEngine } from "./support/tiny_engine.ts";
+import { metric, startTinyServer } from "./support/server.ts";
 
 const N_VOCAB = 32000;
 
@@ -195,6 +196,7 @@ Deno.test({
     // Rows this module sampled during one request of `maxTokens` tokens.
     const rows = async (sampling: Partial<Sampling>) => {
       const before = fastSampleCount.rows;
+      const statBefore = engine.stats().fastSampledTotal;
       let completion = -1;
       for await (
         const ev of engine.submit({
@@ -209,6 +211,8 @@ Deno.test({
         if (ev.type === "done") completion = ev.completionTokens;
       }
       assert.equal(completion, 12);
+      // The engine's own count (what /metrics shows) agrees with the module's.
+      assert.equal(engine.stats().fastSampledTotal - statBefore, fastSampleCount.rows - before);
       return fastSampleCount.rows - before;
     };
     // Neither greedy nor top-k, no penalties, no grammar: every token comes from the row here (a
@@ -220,4 +224,30 @@ Deno.test({
     assert.equal(await rows({ topK: 0, repetitionPenalty: 1.1 }), 0, "a penalty");
     assert.equal(await rows({ topK: 0, temperature: 0 }), 0, "greedy");
   },
+});
+
+Deno.test("hearth serve: /metrics counts the tokens the fast sampler drew, and only those", async () => {
+  await using srv = await startTinyServer();
+  const complete = async (fields: Record<string, unknown>) => {
+    const r = await fetch(`${srv.url}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        prompt: "Hello",
+        max_tokens: 8,
+        ignore_eos: true,
+        seed: 3,
+        ...fields,
+      }),
+    });
+    assert.equal(r.status, 200);
+    return (await r.json()).usage.completion_tokens as number;
+  };
+  const counted = () => metric(srv.url, "hearth_fast_sampled_tokens_total");
+  assert.equal(await counted(), 0);
+  // The OpenAI default chain has top-k 40: llama.cpp's chain samples it.
+  await complete({ temperature: 1 });
+  assert.equal(await counted(), 0);
+  const n = await complete({ temperature: 1, top_k: 0, top_p: 0.95 });
+  assert.equal(await counted(), n);
 });

@@ -88,6 +88,12 @@ export function renderMetrics(
     "Tokens sampled inside the decode graph (backend sampling).",
     [["", s.backendSampledTotal]],
   );
+  metric(
+    "hearth_fast_sampled_tokens_total",
+    "counter",
+    "Tokens drawn from the logits row by Hearth's fast sampler (a seeded chain without top-k).",
+    [["", s.fastSampledTotal]],
+  );
   metric("hearth_draft_tokens_total", "counter", "Speculative draft tokens verified (--mtp).", [[
     "",
     s.draftTokensTotal,

@@ -165,6 +165,8 @@ export type EngineStats = {
   decodeSteps: number;
   /** Tokens sampled inside the decode graph (backend sampling). */
   backendSampledTotal: number;
+  /** Tokens drawn from the logits row by the fast sampler (`sampling/fast_sample.ts`). */
+  fastSampledTotal: number;
   /** Speculative decoding: draft tokens decoded, and those the target's samples agreed with. */
   draftTokensTotal: number;
   draftAcceptedTotal: number;
@@ -199,6 +201,7 @@ export function emptyStats(): EngineStats {
     generatedTokensTotal: 0,
     decodeSteps: 0,
     backendSampledTotal: 0,
+    fastSampledTotal: 0,
     draftTokensTotal: 0,
     draftAcceptedTotal: 0,
     remotePrefillTokensTotal: 0,

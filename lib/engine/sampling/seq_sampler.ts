@@ -133,7 +133,10 @@ export function createSeqSampler(d: SeqSamplerDeps): SeqSampler {
     }
     // Stateless (no penalties, no draws): the chain needs no accept.
     if (seq.greedy) return greedyPick(logitsIth(m.llama, m.ctx, row, m.nVocab), seq.greedy);
-    if (seq.fast) return seq.fast(logitsIth(m.llama, m.ctx, row, m.nVocab));
+    if (seq.fast) {
+      stats.fastSampledTotal++;
+      return seq.fast(logitsIth(m.llama, m.ctx, row, m.nVocab));
+    }
     return samplerSample(m.llama, seq.chain!, m.ctx, row);
   }
 
