@@ -56,6 +56,7 @@ import { probeDriver } from "./lib/gpu/probe.ts";
 import { newServerState } from "./routes/state.ts";
 import { makeModel } from "./lib/gguf/mod.ts";
 import { resolveModel } from "./lib/models/resolve.ts";
+import { oneModelToServe } from "./lib/models/model_set.ts";
 import { sseBufferLimitFromEnv } from "./routes/sse.ts";
 import { loadUiAssets, SERVER_PAGES, uiServerHandler } from "./routes/ui.ts";
 import { videoRulesDocument } from "./lib/video/rules_document.ts";
@@ -81,13 +82,16 @@ function promptTokenCounter(state: ServerState): (text: string) => number {
 async function serve(argv: string[]): Promise<void> {
   const parsed = parseServeArgs(argv, Deno.env.toObject());
   if (!parsed.ok) die(parsed.message);
-  const config = parsed.config;
-  if (config.help) {
+  if (parsed.config.help) {
     console.log(helpText());
     return;
   }
-  const unsupported = unsupportedFlag(config);
+  const unsupported = unsupportedFlag(parsed.config);
   if (unsupported) die(unsupported);
+  // The set of models (`--model`s, `--models-dir`, `--models-config`), served one at a time for now.
+  const one = await oneModelToServe(parsed.config);
+  if (!one.ok) die(one.message);
+  const config = one.config;
   let sseBufferLimit: number | undefined;
   try {
     sseBufferLimit = sseBufferLimitFromEnv(Deno.env.toObject());
@@ -122,7 +126,7 @@ async function serve(argv: string[]): Promise<void> {
 
   let resolved;
   try {
-    resolved = await resolveModel(config);
+    resolved = { ...await resolveModel(config), ...(one.id ? { id: one.id } : {}) };
   } catch (e) {
     die((e as Error).message);
   }

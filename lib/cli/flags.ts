@@ -16,7 +16,13 @@ import { commandUsage } from "./commands.ts";
 import { endpointList } from "./endpoint.ts";
 import { graphBatchLayout } from "../engine/graph_batch.ts";
 import { DEFAULT_BATCH } from "../engine/fit.ts";
-import { type FlagSpec as ArgvFlag, parseFlags } from "./argv.ts";
+import { parseFlags } from "./argv.ts";
+import {
+  MODEL_SET_FLAGS,
+  type ModelSetFlags,
+  type RepeatableFlag,
+  takeRepeated,
+} from "./model_set_flags.ts";
 
 export const ISQ_TYPES = ["q2k", "q3k", "q4k", "q5k", "q6k", "q8_0"] as const;
 export const KV_DTYPES = [
@@ -66,11 +72,16 @@ export function defaultCacheRamBytes(totalMemBytes: number, availableBytes?: num
   return availableBytes === undefined ? cap : Math.min(cap, Math.floor(availableBytes / 2));
 }
 
-/** One flag of `serve`, with its help line. */
-type FlagSpec = ArgvFlag<keyof ServeConfig> & { help: string };
+/** One flag of `serve`, with its help line; `repeatable` ones may be given several times. */
+type FlagSpec = RepeatableFlag<keyof ServeConfig>;
 
-export type ServeConfig = {
+export type { ModelAliasFlag } from "./model_set_flags.ts";
+
+export type ServeConfig = ModelSetFlags & {
+  /** The first `--model`: the one model a single-model server loads, as before issue 34. */
   model?: string;
+  /** Every `--model`, in the order given (empty when none). */
+  models: string[];
   modelFile?: string;
   isq?: (typeof ISQ_TYPES)[number];
   kvcacheDtype: (typeof KV_DTYPES)[number];
@@ -117,11 +128,13 @@ export type ServeConfig = {
 
 export const FLAGS: FlagSpec[] = [
   {
-    key: "model",
+    key: "models",
     names: ["--m", "--model"],
     schema: text,
     meta: "ID|DIR|FILE",
-    help: "hub id owner/repo, a local directory, or a .gguf path (default: built-in demo model)",
+    repeatable: true,
+    help: "hub id owner/repo, a local directory, or a .gguf path (default: built-in demo model); " +
+      "repeatable",
   },
   {
     key: "modelFile",
@@ -130,6 +143,7 @@ export const FLAGS: FlagSpec[] = [
     meta: "NAME",
     help: "GGUF file name inside the repo or directory",
   },
+  ...MODEL_SET_FLAGS,
   {
     key: "isq",
     names: ["--isq"],
@@ -347,6 +361,8 @@ export const FLAGS: FlagSpec[] = [
 
 export function defaultConfig(env: Record<string, string | undefined>): ServeConfig {
   return {
+    models: [],
+    modelAlias: [],
     kvcacheDtype: "auto",
     dtype: "auto",
     mtp: 0,
@@ -375,8 +391,13 @@ export function parseServeArgs(
   argv: string[],
   env: Record<string, string | undefined>,
 ): ParseResult {
-  const r = parseFlags(argv, FLAGS, defaultConfig(env), "--help");
-  return r.ok ? { ok: true, config: r.values as ServeConfig } : r;
+  const repeated = takeRepeated(argv, FLAGS, "--help");
+  if (!repeated.ok) return repeated;
+  const r = parseFlags(repeated.rest, FLAGS, defaultConfig(env), "--help");
+  if (!r.ok) return r;
+  const config = { ...r.values, ...repeated.values } as ServeConfig;
+  config.model = config.models[0];
+  return { ok: true, config };
 }
 
 /**
